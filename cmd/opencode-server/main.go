@@ -1,0 +1,166 @@
+// Command opencode-server is an OpenCode-compatible HTTP+SSE server: the
+// real OpenCode clients (TUI, `opencode run --attach`, the JS SDK) point at
+// it and work.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/opencode-server/opencode-server/api"
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/provider/scripted"
+	"github.com/opencode-server/opencode-server/routes"
+	"github.com/opencode-server/opencode-server/store"
+	"github.com/opencode-server/opencode-server/store/memory"
+	"github.com/opencode-server/opencode-server/store/sqlite"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "opencode-server:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	hostname  string
+	port      int
+	data      string
+	storeKind string
+	directory string
+	logLevel  string
+	reply     string
+	chunks    int
+	delay     time.Duration
+	heartbeat time.Duration
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "opencode-server")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "opencode-server")
+	}
+	return filepath.Join(os.TempDir(), "opencode-server")
+}
+
+func parseFlags(args []string, stderr *os.File) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("opencode-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.hostname, "hostname", "127.0.0.1", "address to listen on")
+	fs.IntVar(&o.port, "port", 4096, "port to listen on (0 picks a free one)")
+	fs.StringVar(&o.data, "data", defaultDataDir(), "data directory (holds the SQLite store)")
+	fs.StringVar(&o.storeKind, "store", "sqlite", "store: sqlite or memory")
+	fs.StringVar(&o.directory, "directory", "", "project directory of new sessions (default: the working directory)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.reply, "scripted-reply", "", "scripted model: reply text (default: quotes the user's prompt)")
+	fs.IntVar(&o.chunks, "scripted-chunks", 5, "scripted model: number of streamed chunks")
+	fs.DurationVar(&o.delay, "scripted-delay", 0, "scripted model: delay before each chunk")
+	fs.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "SSE heartbeat interval")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.directory == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return o, err
+		}
+		o.directory = wd
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stderr *os.File) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var st store.Store
+	switch o.storeKind {
+	case "sqlite":
+		path := filepath.Join(o.data, "opencode-server.db")
+		st, err = sqlite.Open(ctx, path)
+		if err != nil {
+			return fmt.Errorf("open store %s: %w", path, err)
+		}
+	case "memory":
+		st = memory.New()
+	default:
+		return fmt.Errorf("--store must be sqlite or memory, not %q", o.storeKind)
+	}
+	defer st.Close()
+
+	model := scripted.New(scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay})
+	bus := eventbus.New()
+	mgr := lifecycle.New(lifecycle.Config{Store: st, Bus: bus, Provider: model, ProviderID: scripted.ProviderID,
+		ModelID: scripted.ModelID, Directory: o.directory, Logger: log})
+	if err := mgr.Resume(ctx); err != nil {
+		return fmt.Errorf("resume sessions: %w", err)
+	}
+	defer mgr.Close()
+
+	done := make(chan struct{})
+	handler := routes.New(routes.Config{Manager: mgr, Directory: o.directory,
+		Username: os.Getenv("OPENCODE_SERVER_USERNAME"), Password: os.Getenv("OPENCODE_SERVER_PASSWORD"),
+		Catalog: routes.Catalog{Model: scripted.ProviderID + "/" + scripted.ModelID, SmallModel: scripted.ProviderID + "/" + scripted.ModelID,
+			Providers: []routes.ProviderInfo{{ID: scripted.ProviderID, Name: "Scripted", Source: "custom",
+				Models: []routes.ModelInfo{{ID: scripted.ModelID, Name: "Scripted Model", Context: 128000, Output: 4096}}}}},
+		OpenAPI: api.OpenAPI, Heartbeat: o.heartbeat, Done: done, Logger: log})
+
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.hostname, strconv.Itoa(o.port)))
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// The listening line is printed like opencode serve's, so scripts and
+	// tests can read the port when --port 0 is used.
+	fmt.Fprintf(os.Stdout, "opencode server listening on http://%s\n", ln.Addr())
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		return err
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	}
+	// A second signal exits at once.
+	go func() {
+		<-sig
+		log.Warn("second signal: exiting now")
+		os.Exit(1)
+	}()
+	close(done) // ends SSE streams so Shutdown does not wait on them
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("shutdown", "err", err)
+	}
+	return nil
+}

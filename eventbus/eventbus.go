@@ -1,0 +1,160 @@
+// Package eventbus is the in-process pub/sub of committed events. Every
+// subscriber has a bounded queue; a subscriber that cannot keep up is cut off
+// (its channel closed, Dropped set) and the publisher never blocks.
+package eventbus
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// Bus fans events out to subscribers.
+type Bus struct {
+	mu   sync.RWMutex
+	subs map[*Subscription]struct{}
+	pos  atomic.Int64
+}
+
+// New returns an empty bus.
+func New() *Bus { return &Bus{subs: map[*Subscription]struct{}{}} }
+
+// Subscription receives the events that pass its filter on C, in publish
+// order. C is closed when the subscription is closed or cut off.
+type Subscription struct {
+	C       <-chan *opencode.Event
+	c       chan *opencode.Event
+	filter  func(*opencode.Event) bool
+	bus     *Bus
+	once    sync.Once
+	dropped atomic.Bool
+	closed  chan struct{}
+	// enq is the bus position of the last event queued to this subscriber,
+	// ack the last one its consumer reported written; acked signals changes.
+	enq   atomic.Int64
+	ack   atomic.Int64
+	acked chan struct{}
+	track atomic.Bool
+}
+
+// Track makes WaitDelivered wait for this subscriber's acknowledgements. SSE
+// writers track; internal subscribers that never Ack must not.
+func (s *Subscription) Track() { s.track.Store(true) }
+
+// Subscribe registers a subscriber with a queue of size buf. filter may be
+// nil (every event).
+func (b *Bus) Subscribe(buf int, filter func(*opencode.Event) bool) *Subscription {
+	if buf < 1 {
+		buf = 1
+	}
+	c := make(chan *opencode.Event, buf)
+	s := &Subscription{C: c, c: c, filter: filter, bus: b, closed: make(chan struct{}), acked: make(chan struct{}, 1)}
+	b.mu.Lock()
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+	return s
+}
+
+// Publish delivers e to every matching subscriber without blocking and
+// returns its bus position. Callers publish one session's events from one
+// goroutine, so each session's order is kept.
+func (b *Bus) Publish(e *opencode.Event) int64 {
+	var slow []*Subscription
+	b.mu.RLock()
+	// Positions are taken under the read lock so that WaitDelivered, which
+	// snapshots subscribers under it too, sees every queue an earlier
+	// position went to.
+	e.Pos = b.pos.Add(1)
+	for s := range b.subs {
+		if s.filter != nil && !s.filter(e) {
+			continue
+		}
+		select {
+		case s.c <- e:
+			s.enq.Store(e.Pos)
+		default:
+			slow = append(slow, s)
+		}
+	}
+	b.mu.RUnlock()
+	for _, s := range slow {
+		s.dropped.Store(true)
+		s.Close()
+	}
+	return e.Pos
+}
+
+// Ack records that the consumer has written out every event up to bus
+// position pos.
+func (s *Subscription) Ack(pos int64) {
+	s.ack.Store(pos)
+	select {
+	case s.acked <- struct{}{}:
+	default:
+	}
+}
+
+// WaitDelivered blocks until every current subscriber has acknowledged all
+// events up to position pos that were queued to it (or is gone), or ctx ends.
+// A blocking POST uses it so that a client which exits as soon as the POST
+// returns has already been sent every event of its turn.
+func (b *Bus) WaitDelivered(ctx context.Context, pos int64) {
+	b.mu.RLock()
+	subs := make([]*Subscription, 0, len(b.subs))
+	for s := range b.subs {
+		if s.track.Load() {
+			subs = append(subs, s)
+		}
+	}
+	b.mu.RUnlock()
+	for _, s := range subs {
+		for {
+			target := min(pos, s.enq.Load())
+			if s.ack.Load() >= target {
+				break
+			}
+			select {
+			case <-s.acked:
+			case <-s.closed:
+			case <-ctx.Done():
+				return
+			}
+			if isClosed(s.closed) {
+				break
+			}
+		}
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// Len is the number of subscribers.
+func (b *Bus) Len() int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return len(b.subs)
+}
+
+// Close unsubscribes and closes C. Safe to call more than once.
+func (s *Subscription) Close() {
+	s.once.Do(func() {
+		s.bus.mu.Lock()
+		delete(s.bus.subs, s)
+		// Closing under the write lock: no Publish is sending on s.c now.
+		close(s.c)
+		close(s.closed)
+		s.bus.mu.Unlock()
+	})
+}
+
+// Dropped reports whether the subscription was cut off for being too slow.
+func (s *Subscription) Dropped() bool { return s.dropped.Load() }

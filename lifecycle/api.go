@@ -1,0 +1,158 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// Admit admits one input on its session: durably, before it returns, and
+// idempotently by the input's ID (routes minted it or took it from the
+// client). existed is true when the same ID and content were admitted
+// before; the earlier admission is returned and nothing happens twice.
+func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.Input, existed bool, err error) {
+	if !in.Delivery.Valid() {
+		return nil, false, opencode.Errorf(opencode.EInvalid, "delivery must be steer or queue")
+	}
+	in.Fingerprint = fingerprint(in)
+	derr := m.do(ctx, in.SessionID, func(r *runner) {
+		out, existed, err = r.admit(in)
+		if err == nil && !existed {
+			r.maybeStart()
+		}
+	})
+	if derr != nil {
+		return nil, false, derr
+	}
+	return out, existed, err
+}
+
+// Result is what a blocking prompt answers: the last assistant message of
+// the turn the input was delivered into.
+type Result struct {
+	Message opencode.MessageWithParts
+	// Pos is the bus position of the turn's last event; pass it to Flushed
+	// before answering so SSE clients have seen the whole turn.
+	Pos int64
+}
+
+// Wait blocks until the turn that input messageID was delivered into ends.
+// A revoked input answers at once with an ERevoked error.
+func (m *Manager) Wait(ctx context.Context, sessionID, messageID string) (Result, error) {
+	var ch chan waitResult
+	if err := m.do(ctx, sessionID, func(r *runner) { ch = r.wait(messageID) }); err != nil {
+		return Result{}, err
+	}
+	select {
+	case res := <-ch:
+		return Result{Message: res.msg, Pos: res.pos}, res.err
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// Abort cancels the session's running turn and revokes its pending steers.
+// Queued inputs stay and run next. Aborting an idle session does nothing.
+func (m *Manager) Abort(ctx context.Context, sessionID string) error {
+	return m.do(ctx, sessionID, func(r *runner) {
+		if r.turn != nil {
+			r.interrupt("Aborted", true)
+		}
+	})
+}
+
+// Revoke cancels one pending input. It reports true if the input is not
+// (or no longer) pending because of this or an earlier revoke, or was never
+// known; an input already delivered to the model gives an EConflict error.
+func (m *Manager) Revoke(ctx context.Context, sessionID, messageID string) (revoked bool, err error) {
+	derr := m.do(ctx, sessionID, func(r *runner) { revoked, err = r.revoke(messageID) })
+	if derr != nil {
+		return false, derr
+	}
+	return revoked, err
+}
+
+// Replace changes the delivery and/or the parts of a pending input. nil
+// leaves a field as it is.
+func (m *Manager) Replace(ctx context.Context, sessionID, messageID string, delivery *opencode.Delivery,
+	parts []opencode.Part) (out *opencode.Input, err error) {
+	if delivery != nil && !delivery.Valid() {
+		return nil, opencode.Errorf(opencode.EInvalid, "delivery must be steer or queue")
+	}
+	derr := m.do(ctx, sessionID, func(r *runner) {
+		out, err = r.replace(messageID, delivery, parts)
+		if err == nil {
+			// queue -> steer on an idle session cannot happen (it would be
+			// running), but a replaced input must never be left stranded.
+			r.maybeStart()
+		}
+	})
+	if derr != nil {
+		return nil, derr
+	}
+	return out, err
+}
+
+// Inbox lists a session's pending inputs in admission order.
+func (m *Manager) Inbox(ctx context.Context, sessionID string) ([]*opencode.Input, error) {
+	var out []*opencode.Input
+	err := m.do(ctx, sessionID, func(r *runner) {
+		out = make([]*opencode.Input, len(r.pending))
+		for i, in := range r.pending {
+			c := *in
+			out[i] = &c
+		}
+	})
+	return out, err
+}
+
+// Input returns one admitted input of a session.
+func (m *Manager) Input(ctx context.Context, sessionID, messageID string) (*opencode.Input, error) {
+	in, err := m.store.GetInput(ctx, messageID)
+	if err != nil || in.SessionID != sessionID {
+		return nil, opencode.MessageNotFound(sessionID, messageID)
+	}
+	return in, nil
+}
+
+// WaitIdle blocks until the session has no running turn and no pending input.
+func (m *Manager) WaitIdle(ctx context.Context, sessionID string) error {
+	var ch chan struct{}
+	err := m.do(ctx, sessionID, func(r *runner) {
+		ch = make(chan struct{})
+		if r.turn == nil && len(r.pending) == 0 {
+			close(ch)
+			return
+		}
+		r.idle = append(r.idle, ch)
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fingerprint is the canonical content of an input for idempotent
+// admission: its parts without IDs, and the options that shape the turn.
+func fingerprint(in *opencode.Input) string {
+	parts := make([]opencode.Part, len(in.Parts))
+	for i, p := range in.Parts {
+		p.ID, p.SessionID, p.MessageID = "", "", ""
+		parts[i] = p
+	}
+	b, _ := json.Marshal(struct {
+		Parts   []opencode.Part
+		Agent   string
+		Model   *opencode.MessageModel
+		System  string
+		Tools   map[string]bool
+		NoReply bool
+	}{parts, in.Agent, in.Model, in.System, in.Tools, in.NoReply})
+	return string(b)
+}

@@ -1,0 +1,357 @@
+// Package lifecycle is the core: one runner goroutine per active session owns
+// that session's mutable state (inbox, running turn, conversation) and is the
+// single writer of its store rows and event log. HTTP handlers talk to a
+// runner only through Manager's methods, which send it commands.
+//
+// Lock order: Manager.mu is never held while sending to a runner; store and
+// bus have their own internal locks and are leaves.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/store"
+)
+
+// Config wires a Manager.
+type Config struct {
+	Store store.Store
+	Bus   *eventbus.Bus
+	// Provider answers model calls; ProviderID/ModelID name the default model.
+	Provider   provider.Provider
+	ProviderID string
+	ModelID    string
+	// Directory is the default working directory of new sessions.
+	Directory string
+	// Clock is the time source (time.Now when nil).
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// Manager owns the runners.
+type Manager struct {
+	cfg    Config
+	store  store.Store
+	bus    *eventbus.Bus
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	runners map[string]*runner
+	busy    map[string]bool
+	closed  bool
+}
+
+// ErrClosed is returned once the manager is shutting down.
+var ErrClosed = &opencode.Error{Code: opencode.EUnavailable, Message: "server is shutting down"}
+
+// New returns a Manager. Call Close to stop its runners.
+func New(cfg Config) *Manager {
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
+		runners: map[string]*runner{}, busy: map[string]bool{}}
+}
+
+// Resume starts the runners of sessions that have pending inputs or a turn
+// that was cut off by a crash, so they are closed and drained without waiting
+// for a client.
+func (m *Manager) Resume(ctx context.Context) error {
+	sessions, err := m.store.ListSessions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range sessions {
+		pending, err := m.store.PendingInputs(ctx, s.ID)
+		if err != nil {
+			return err
+		}
+		open := len(pending) > 0
+		if !open {
+			msgs, err := m.store.ListMessages(ctx, s.ID)
+			if err != nil {
+				return err
+			}
+			for _, mp := range msgs {
+				if mp.Info.Role == opencode.Assistant && mp.Info.Time.Completed == nil {
+					open = true
+				}
+			}
+		}
+		if open {
+			if _, err := m.runner(ctx, s.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close stops every runner (a running turn is closed as interrupted) and
+// waits for their goroutines. The store is the caller's to close.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+}
+
+func (m *Manager) now() int64 { return m.cfg.Clock().UnixMilli() }
+
+// runner returns the session's runner, starting it if needed.
+func (m *Manager) runner(ctx context.Context, id string) (*runner, error) {
+	m.mu.Lock()
+	r := m.runners[id]
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if r != nil {
+		return r, nil
+	}
+	st, err := m.load(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if r := m.runners[id]; r != nil {
+		return r, nil
+	}
+	r = newRunner(m, st)
+	m.runners[id] = r
+	m.wg.Add(1)
+	go r.loop()
+	return r, nil
+}
+
+func (m *Manager) forget(r *runner) {
+	m.mu.Lock()
+	if m.runners[r.id] == r {
+		delete(m.runners, r.id)
+	}
+	delete(m.busy, r.id)
+	m.mu.Unlock()
+}
+
+func (m *Manager) setBusy(id string, busy bool) {
+	m.mu.Lock()
+	if busy {
+		m.busy[id] = true
+	} else {
+		delete(m.busy, id)
+	}
+	m.mu.Unlock()
+}
+
+// do runs f on the session's runner goroutine and waits for it. Once the
+// command is handed over it runs to completion even if ctx ends, so an
+// admission a client stopped waiting for is never half done.
+func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) error {
+	r, err := m.runner(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	select {
+	case r.cmds <- func() { f(r); close(done) }:
+	case <-r.done:
+		return r.exitErr()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-r.done:
+		// The runner may have run f just before exiting.
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		return r.exitErr()
+	}
+}
+
+func mapStoreErr(err error, sessionID string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return opencode.SessionNotFound(sessionID)
+	case errors.Is(err, store.ErrConflict):
+		return &opencode.Error{Code: opencode.EConflict, Message: "conflict"}
+	}
+	var oe *opencode.Error
+	if errors.As(err, &oe) {
+		return err
+	}
+	return err
+}
+
+// SessionOptions are the fields of a new session.
+type SessionOptions struct {
+	// ID is the session ID, minted by the caller (routes) or chosen by the client.
+	ID         string
+	ParentID   string
+	Title      string
+	Agent      string
+	Model      *opencode.ModelRef
+	Directory  string
+	Permission []byte
+	Metadata   []byte
+}
+
+// CreateSession stores a new session and publishes session.created. If a
+// session with opts.ID exists it is returned unchanged with created=false.
+func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (s opencode.Session, created bool, err error) {
+	if existing, err := m.store.GetSession(ctx, opts.ID); err == nil {
+		return existing, false, nil
+	}
+	now := m.now()
+	dir := opts.Directory
+	if dir == "" {
+		dir = m.cfg.Directory
+	}
+	title := opts.Title
+	if title == "" {
+		title = defaultTitlePrefix + time.UnixMilli(now).UTC().Format("2006-01-02T15:04:05.000Z")
+	}
+	s = opencode.Session{ID: opts.ID, Slug: slug(opts.ID), ProjectID: "global", Directory: dir,
+		Path: strings.TrimPrefix(dir, "/"), ParentID: opts.ParentID, Title: title, Agent: opts.Agent, Model: opts.Model,
+		Version: opencode.Version, Permission: opts.Permission, Metadata: opts.Metadata,
+		Time: opencode.SessionTime{Created: now, Updated: now}}
+	if err := m.store.Commit(ctx, s.ID, &store.Batch{Session: &s}); err != nil {
+		return opencode.Session{}, false, mapStoreErr(err, s.ID)
+	}
+	m.publish(liveEvent(s.ID, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": s.ID, "info": s}))
+	return s, true, nil
+}
+
+const defaultTitlePrefix = "New session - "
+
+var slugWords = [...]string{"happy", "quiet", "brave", "calm", "swift", "bright", "gentle", "bold",
+	"harbor", "meadow", "river", "forest", "canyon", "island", "garden", "summit"}
+
+// slug derives a stable two-word slug from the session ID's random tail.
+func slug(id string) string {
+	if len(id) < 2 {
+		return "session"
+	}
+	a, b := id[len(id)-1], id[len(id)-2]
+	return slugWords[int(a)%8] + "-" + slugWords[8+int(b)%8]
+}
+
+// GetSession returns a session.
+func (m *Manager) GetSession(ctx context.Context, id string) (opencode.Session, error) {
+	s, err := m.store.GetSession(ctx, id)
+	return s, mapStoreErr(err, id)
+}
+
+// ListSessions returns sessions, most recently updated first.
+func (m *Manager) ListSessions(ctx context.Context) ([]opencode.Session, error) {
+	all, err := m.store.ListSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Time.Updated > all[j].Time.Updated })
+	return all, nil
+}
+
+// SessionPatch is a PATCH /session/{id} body.
+type SessionPatch struct {
+	Title      *string
+	Metadata   []byte
+	Permission []byte
+	Archived   *float64
+}
+
+// UpdateSession applies p on the session's runner and publishes session.updated.
+func (m *Manager) UpdateSession(ctx context.Context, id string, p SessionPatch) (opencode.Session, error) {
+	var out opencode.Session
+	var err error
+	if derr := m.do(ctx, id, func(r *runner) { out, err = r.update(p) }); derr != nil {
+		return out, derr
+	}
+	return out, err
+}
+
+// DeleteSession aborts the session's turn, removes it with all its data and
+// publishes session.deleted.
+func (m *Manager) DeleteSession(ctx context.Context, id string) error {
+	var err error
+	if derr := m.do(ctx, id, func(r *runner) { err = r.delete() }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// Messages returns the session's messages in creation order.
+func (m *Manager) Messages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error) {
+	msgs, err := m.store.ListMessages(ctx, sessionID)
+	return msgs, mapStoreErr(err, sessionID)
+}
+
+// Message returns one message of a session.
+func (m *Manager) Message(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error) {
+	if _, err := m.GetSession(ctx, sessionID); err != nil {
+		return opencode.MessageWithParts{}, err
+	}
+	mp, err := m.store.GetMessage(ctx, sessionID, messageID)
+	if errors.Is(err, store.ErrNotFound) {
+		return mp, opencode.MessageNotFound(sessionID, messageID)
+	}
+	return mp, err
+}
+
+// Status returns the sessions that are not idle.
+func (m *Manager) Status() map[string]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]string, len(m.busy))
+	for id := range m.busy {
+		out[id] = "busy"
+	}
+	return out
+}
+
+// Events returns a session's durable events with seq > after.
+func (m *Manager) Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error) {
+	evs, err := m.store.Events(ctx, sessionID, after, limit)
+	return evs, mapStoreErr(err, sessionID)
+}
+
+// Subscribe subscribes to the live bus.
+func (m *Manager) Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription {
+	return m.bus.Subscribe(buf, filter)
+}
+
+// Flushed waits until every subscriber that was sent the event at bus
+// position pos has written it out, or ctx ends.
+func (m *Manager) Flushed(ctx context.Context, pos int64) {
+	m.bus.WaitDelivered(ctx, pos)
+}
+
+func (m *Manager) publish(e *opencode.Event) int64 { return m.bus.Publish(e) }

@@ -1,0 +1,474 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/store"
+)
+
+// state is what a runner loads when it starts.
+type state struct {
+	sess     opencode.Session
+	pending  []*opencode.Input
+	msgs     []opencode.MessageWithParts
+	lastSeq  int64
+	lastUser string
+}
+
+func (m *Manager) load(ctx context.Context, id string) (*state, error) {
+	sess, err := m.store.GetSession(ctx, id)
+	if err != nil {
+		return nil, mapStoreErr(err, id)
+	}
+	pending, err := m.store.PendingInputs(ctx, id)
+	if err != nil {
+		return nil, mapStoreErr(err, id)
+	}
+	msgs, err := m.store.ListMessages(ctx, id)
+	if err != nil {
+		return nil, mapStoreErr(err, id)
+	}
+	last, err := m.store.LastSeq(ctx, id)
+	if err != nil {
+		return nil, mapStoreErr(err, id)
+	}
+	return &state{sess: sess, pending: pending, msgs: msgs, lastSeq: last}, nil
+}
+
+// waitResult answers a blocking prompt: the last assistant message of the
+// turn its input was delivered into, or an error (revoked, deleted, ...).
+type waitResult struct {
+	msg opencode.MessageWithParts
+	pos int64
+	err error
+}
+
+// streamMsg carries a provider chunk, or the end of a model call, from the
+// call's goroutine to the runner. step tells stale messages (after an
+// abort) from current ones.
+type streamMsg struct {
+	step  int64
+	chunk *provider.Chunk
+	done  bool
+	err   error
+}
+
+// runner is one session's owner. Every field below is touched only by the
+// loop goroutine.
+type runner struct {
+	m      *Manager
+	id     string
+	cmds   chan func()
+	stream chan streamMsg
+	done   chan struct{}
+	// exit is why the runner stopped (set before done is closed).
+	exit error
+
+	sess    opencode.Session
+	lastSeq int64
+	pending []*opencode.Input // the inbox, in admission order
+	history []provider.Message
+	turn    *turn
+	steps   int64
+
+	waiters map[string][]chan waitResult
+	idle    []chan struct{}
+}
+
+type turn struct {
+	ctx       context.Context
+	cancel    context.CancelFunc
+	delivered []string // input IDs delivered into this turn
+	parentID  string   // the latest user message of the turn
+	step      *step
+	last      *opencode.MessageWithParts
+	model     opencode.MessageModel
+	agent     string
+}
+
+type step struct {
+	n      int64
+	msg    opencode.Message
+	parts  []opencode.Part
+	text   *opencode.Part
+	buf    strings.Builder
+	finish *provider.Chunk
+}
+
+func newRunner(m *Manager, st *state) *runner {
+	r := &runner{m: m, id: st.sess.ID, cmds: make(chan func(), 64), stream: make(chan streamMsg, 256),
+		done: make(chan struct{}), sess: st.sess, lastSeq: st.lastSeq, pending: st.pending,
+		waiters: map[string][]chan waitResult{}}
+	for _, mp := range st.msgs {
+		r.remember(mp)
+	}
+	r.recover(st.msgs)
+	return r
+}
+
+// remember appends a stored message to the conversation sent to the model.
+func (r *runner) remember(mp opencode.MessageWithParts) {
+	var b strings.Builder
+	for _, p := range mp.Parts {
+		if p.Type == opencode.PartText && !p.Ignored {
+			if b.Len() > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString(p.Text)
+		}
+	}
+	if b.Len() == 0 && mp.Info.Role == opencode.Assistant {
+		return
+	}
+	r.history = append(r.history, provider.Message{Role: string(mp.Info.Role), Content: b.String()})
+}
+
+// recover closes assistant messages a crash left open: the turn is over, and
+// it ended interrupted.
+func (r *runner) recover(msgs []opencode.MessageWithParts) {
+	t := r.tx()
+	now := r.m.now()
+	for _, mp := range msgs {
+		if mp.Info.Role != opencode.Assistant || mp.Info.Time.Completed != nil {
+			continue
+		}
+		info := mp.Info
+		info.Time.Completed = &now
+		info.Error = &opencode.NamedError{Name: "MessageAbortedError", Data: map[string]any{"message": "Interrupted by server restart"}}
+		for _, p := range mp.Parts {
+			if (p.Type == opencode.PartText || p.Type == opencode.PartReasoning) && p.Time != nil && p.Time.End == nil {
+				p.Time.End = &now
+				t.part(p, now)
+			}
+		}
+		t.message(info)
+		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"assistantMessageID": info.ID, "error": map[string]any{"type": "unknown", "message": "Provider turn interrupted"}})
+	}
+	t.mustFlush()
+}
+
+func (r *runner) exitErr() error {
+	if r.exit != nil {
+		return r.exit
+	}
+	return ErrClosed
+}
+
+func (r *runner) loop() {
+	defer r.m.wg.Done()
+	r.maybeStart()
+	for {
+		select {
+		case f := <-r.cmds:
+			f()
+		case msg := <-r.stream:
+			r.onStream(msg)
+		case <-r.m.ctx.Done():
+			r.shutdown(ErrClosed)
+			return
+		}
+		if r.exit != nil {
+			return
+		}
+	}
+}
+
+// shutdown closes a running turn as interrupted, fails every waiter and
+// stops the loop.
+func (r *runner) shutdown(why error) {
+	if r.turn != nil {
+		r.interrupt("Interrupted by server shutdown", false)
+	}
+	r.exit = why
+	for id, ws := range r.waiters {
+		for _, w := range ws {
+			w <- waitResult{err: why}
+		}
+		delete(r.waiters, id)
+	}
+	for _, c := range r.idle {
+		close(c)
+	}
+	r.idle = nil
+	r.m.forget(r)
+	close(r.done)
+}
+
+// post hands a stream message to the runner unless it is gone.
+func (r *runner) post(msg streamMsg) {
+	select {
+	case r.stream <- msg:
+	case <-r.done:
+	}
+}
+
+// ---- admission, inbox --------------------------------------------------------
+
+func equalInput(a, b *opencode.Input) bool {
+	return a.SessionID == b.SessionID && a.Delivery == b.Delivery && a.Fingerprint == b.Fingerprint
+}
+
+// admit stores a new input durably, or returns the earlier admission of the
+// same ID and content.
+func (r *runner) admit(in *opencode.Input) (*opencode.Input, bool, error) {
+	ctx := context.Background()
+	if prev, err := r.m.store.GetInput(ctx, in.ID); err == nil {
+		if equalInput(prev, in) {
+			return prev, true, nil
+		}
+		return nil, false, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: in.ID,
+			Message: "Message " + in.ID + " was already admitted with different content, delivery or session"}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, false, err
+	}
+	if ok, err := r.m.store.MessageExists(ctx, in.ID); err != nil {
+		return nil, false, err
+	} else if ok {
+		return nil, false, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: in.ID,
+			Message: "Message ID " + in.ID + " is already used by a message"}
+	}
+	now := r.m.now()
+	in.SessionID = r.id
+	in.State = opencode.InputPending
+	in.TimeCreated = now
+	for i := range in.Parts {
+		in.Parts[i].SessionID = r.id
+		in.Parts[i].MessageID = in.ID
+	}
+	t := r.tx()
+	prompt := in.Prompt()
+	in.AdmittedSeq = t.durable(opencode.EvPromptAdmitted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+		"messageID": in.ID, "prompt": prompt, "delivery": in.Delivery})
+	t.durable(opencode.EvInboxEnqueued, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+		"messageID": in.ID, "delivery": in.Delivery, "prompt": prompt})
+	t.batch.Admit = []*opencode.Input{in}
+	if _, err := t.flush(); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, false, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: in.ID,
+				Message: "Message ID " + in.ID + " is already in use"}
+		}
+		return nil, false, err
+	}
+	r.pending = append(r.pending, in)
+	return in, false, nil
+}
+
+func (r *runner) pendingIndex(id string) int {
+	for i, in := range r.pending {
+		if in.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// revoke cancels a pending input. Unknown or already revoked: true.
+// Delivered: a conflict.
+func (r *runner) revoke(id string) (bool, error) {
+	if i := r.pendingIndex(id); i >= 0 {
+		r.cancelPending([]int{i}, "revoked")
+		return true, nil
+	}
+	in, err := r.m.store.GetInput(context.Background(), id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && in.SessionID != r.id) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if in.State == opencode.InputDelivered {
+		return false, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: id, SessionID: r.id,
+			Message: "Message " + id + " was already delivered to the model"}
+	}
+	return true, nil
+}
+
+// cancelPending revokes the pending inputs at the given inbox indexes, in
+// one commit, and answers their waiters.
+func (r *runner) cancelPending(idx []int, reason string) {
+	if len(idx) == 0 {
+		return
+	}
+	now := r.m.now()
+	t := r.tx()
+	drop := map[string]bool{}
+	for _, i := range idx {
+		in := *r.pending[i]
+		in.State = opencode.InputRevoked
+		t.batch.Inputs = append(t.batch.Inputs, &in)
+		t.durable(opencode.EvInboxCancelled, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"messageID": in.ID, "delivery": in.Delivery, "reason": reason})
+		drop[in.ID] = true
+	}
+	if _, err := t.flush(); err != nil {
+		r.m.log.Error("revoke commit failed", "session", r.id, "err", err)
+		return
+	}
+	kept := r.pending[:0]
+	for _, in := range r.pending {
+		if !drop[in.ID] {
+			kept = append(kept, in)
+		}
+	}
+	r.pending = kept
+	for id := range drop {
+		r.answer(id, waitResult{err: &opencode.Error{Code: opencode.ERevoked, SessionID: r.id, MessageID: id,
+			Message: "Message " + id + " was revoked before it was delivered (" + reason + ")"}})
+	}
+}
+
+// replace changes the delivery and/or the content of a pending input.
+func (r *runner) replace(id string, delivery *opencode.Delivery, parts []opencode.Part) (*opencode.Input, error) {
+	i := r.pendingIndex(id)
+	if i < 0 {
+		in, err := r.m.store.GetInput(context.Background(), id)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && in.SessionID != r.id) {
+			return nil, opencode.MessageNotFound(r.id, id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nil, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: id, SessionID: r.id,
+			Message: "Message " + id + " is no longer pending (" + string(in.State) + ")"}
+	}
+	in := *r.pending[i]
+	now := r.m.now()
+	t := r.tx()
+	if delivery != nil && *delivery != in.Delivery {
+		in.Delivery = *delivery
+		t.durable(opencode.EvInboxDeliveryChanged, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"messageID": id, "delivery": in.Delivery})
+	}
+	if parts != nil {
+		for j := range parts {
+			parts[j].SessionID = r.id
+			parts[j].MessageID = id
+		}
+		in.Parts = parts
+		in.Fingerprint = fingerprint(&in)
+		t.durable(opencode.EvInboxReplaced, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"messageID": id, "delivery": in.Delivery, "prompt": in.Prompt()})
+	}
+	if len(t.batch.Events) == 0 {
+		return r.pending[i], nil
+	}
+	t.batch.Inputs = []*opencode.Input{&in}
+	if _, err := t.flush(); err != nil {
+		return nil, err
+	}
+	r.pending[i] = &in
+	return &in, nil
+}
+
+// ---- waiting ---------------------------------------------------------------
+
+func (r *runner) answer(id string, res waitResult) {
+	for _, w := range r.waiters[id] {
+		w <- res
+	}
+	delete(r.waiters, id)
+}
+
+// wait registers a waiter for the turn of input id, or answers at once when
+// that turn is already over.
+func (r *runner) wait(id string) chan waitResult {
+	ch := make(chan waitResult, 1)
+	if r.pendingIndex(id) >= 0 {
+		r.waiters[id] = append(r.waiters[id], ch)
+		return ch
+	}
+	if r.turn != nil {
+		for _, d := range r.turn.delivered {
+			if d == id {
+				r.waiters[id] = append(r.waiters[id], ch)
+				return ch
+			}
+		}
+	}
+	in, err := r.m.store.GetInput(context.Background(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && in.SessionID != r.id):
+		ch <- waitResult{err: opencode.MessageNotFound(r.id, id)}
+	case err != nil:
+		ch <- waitResult{err: err}
+	case in.State == opencode.InputRevoked:
+		ch <- waitResult{err: &opencode.Error{Code: opencode.ERevoked, SessionID: r.id, MessageID: id,
+			Message: "Message " + id + " was revoked before it was delivered"}}
+	default:
+		ch <- r.finishedResult(id)
+	}
+	return ch
+}
+
+// finishedResult finds, for a delivered input whose turn is over, the last
+// assistant message that followed its user message.
+func (r *runner) finishedResult(id string) waitResult {
+	msgs, err := r.m.store.ListMessages(context.Background(), r.id)
+	if err != nil {
+		return waitResult{err: err}
+	}
+	var res *opencode.MessageWithParts
+	seen := false
+	for i := range msgs {
+		mp := &msgs[i]
+		if mp.Info.ID == id {
+			seen = true
+			res = mp
+			continue
+		}
+		if !seen {
+			continue
+		}
+		if mp.Info.Role == opencode.User {
+			break
+		}
+		res = mp
+	}
+	if res == nil {
+		return waitResult{err: opencode.MessageNotFound(r.id, id)}
+	}
+	return waitResult{msg: *res}
+}
+
+// ---- session edits ---------------------------------------------------------
+
+func (r *runner) update(p SessionPatch) (opencode.Session, error) {
+	s := r.sess
+	if p.Title != nil {
+		s.Title = *p.Title
+	}
+	if p.Metadata != nil {
+		s.Metadata = p.Metadata
+	}
+	if p.Permission != nil {
+		s.Permission = p.Permission
+	}
+	if p.Archived != nil {
+		s.Time.Archived = p.Archived
+	}
+	s.Time.Updated = r.m.now()
+	t := r.tx()
+	t.session(s)
+	if _, err := t.flush(); err != nil {
+		return r.sess, err
+	}
+	r.sess = s
+	return s, nil
+}
+
+func (r *runner) delete() error {
+	if r.turn != nil {
+		r.interrupt("Session deleted", false)
+	}
+	if err := r.m.store.DeleteSession(context.Background(), r.id); err != nil {
+		return mapStoreErr(err, r.id)
+	}
+	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvSessionDeleted, map[string]any{"sessionID": r.id, "info": r.sess}))
+	r.shutdown(opencode.SessionNotFound(r.id))
+	return nil
+}

@@ -1,0 +1,109 @@
+package opencode
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// InputState is where an admitted input is in its life.
+type InputState string
+
+// An admitted input is pending until it is delivered to the model or revoked.
+const (
+	InputPending   InputState = "pending"
+	InputDelivered InputState = "delivered"
+	InputRevoked   InputState = "revoked"
+)
+
+// Input is one admitted user input. Its ID is the msg_ ID it was admitted
+// under and becomes the ID of the user message it is delivered as.
+type Input struct {
+	ID        string     `json:"id"`
+	SessionID string     `json:"sessionID"`
+	Delivery  Delivery   `json:"delivery"`
+	State     InputState `json:"state"`
+	// Parts are the user message's parts, their prt_ IDs assigned at admission.
+	Parts []Part `json:"parts"`
+	// Options are the v1 prompt options that shape the user message.
+	Agent  string          `json:"agent,omitempty"`
+	Model  *MessageModel   `json:"model,omitempty"`
+	System string          `json:"system,omitempty"`
+	Tools  map[string]bool `json:"tools,omitempty"`
+	// NoReply stores the user message without running the model.
+	NoReply bool `json:"noReply,omitempty"`
+	// Fingerprint is the canonical content used for idempotent admission.
+	Fingerprint string `json:"fingerprint"`
+	TimeCreated int64  `json:"timeCreated"`
+	AdmittedSeq int64  `json:"admittedSeq"`
+	PromotedSeq int64  `json:"promotedSeq,omitempty"`
+	// Order is the store's admission order (internal).
+	Order int64 `json:"-"`
+}
+
+// Prompt is the v2 prompt shape.
+type Prompt struct {
+	Text   string           `json:"text"`
+	Files  []PromptFile     `json:"files,omitempty"`
+	Agents []PromptAgentRef `json:"agents,omitempty"`
+}
+
+// PromptFile is a v2 file attachment.
+type PromptFile struct {
+	URI         string          `json:"uri"`
+	Mime        string          `json:"mime"`
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Source      json.RawMessage `json:"source,omitempty"`
+}
+
+// PromptAgentRef is a v2 agent attachment.
+type PromptAgentRef struct {
+	Name   string          `json:"name"`
+	Source json.RawMessage `json:"source,omitempty"`
+}
+
+// Prompt derives the v2 prompt of the input from its parts: text parts joined
+// by newlines, file and agent parts as attachments.
+func (in *Input) Prompt() Prompt { return PromptOf(in.Parts) }
+
+// PromptOf derives the v2 prompt shape of user parts.
+func PromptOf(parts []Part) Prompt {
+	var p Prompt
+	var texts []string
+	for _, pt := range parts {
+		switch pt.Type {
+		case PartText:
+			texts = append(texts, pt.Text)
+		case PartFile:
+			p.Files = append(p.Files, PromptFile{URI: pt.URL, Mime: pt.Mime, Name: pt.Filename, Source: pt.Source})
+		case PartAgent:
+			p.Agents = append(p.Agents, PromptAgentRef{Name: pt.Name, Source: pt.Source})
+		case PartSubtask:
+			texts = append(texts, pt.Prompt)
+		}
+	}
+	p.Text = strings.Join(texts, "\n")
+	return p
+}
+
+// Admitted is the v2 SessionInputAdmitted shape.
+type Admitted struct {
+	AdmittedSeq int64    `json:"admittedSeq"`
+	ID          string   `json:"id"`
+	SessionID   string   `json:"sessionID"`
+	Prompt      Prompt   `json:"prompt"`
+	Delivery    Delivery `json:"delivery"`
+	TimeCreated int64    `json:"timeCreated"`
+	PromotedSeq *int64   `json:"promotedSeq,omitempty"`
+}
+
+// Admitted returns the v2 view of the input.
+func (in *Input) Admitted() Admitted {
+	a := Admitted{AdmittedSeq: in.AdmittedSeq, ID: in.ID, SessionID: in.SessionID,
+		Prompt: in.Prompt(), Delivery: in.Delivery, TimeCreated: in.TimeCreated}
+	if in.PromotedSeq > 0 {
+		s := in.PromotedSeq
+		a.PromotedSeq = &s
+	}
+	return a
+}

@@ -1,0 +1,181 @@
+package opencode
+
+import "encoding/json"
+
+// Part types.
+const (
+	PartText       = "text"
+	PartReasoning  = "reasoning"
+	PartTool       = "tool"
+	PartStepStart  = "step-start"
+	PartStepFinish = "step-finish"
+	PartFile       = "file"
+	PartAgent      = "agent"
+	PartSubtask    = "subtask"
+)
+
+// PartTime is the time span of a text or reasoning part.
+type PartTime struct {
+	Start int64  `json:"start"`
+	End   *int64 `json:"end,omitempty"`
+}
+
+// ToolState is a tool part's state: pending, running, completed or error.
+type ToolState struct {
+	Status   string          `json:"status"`
+	Input    json.RawMessage `json:"input"`
+	Raw      *string         `json:"raw,omitempty"`
+	Title    string          `json:"title,omitempty"`
+	Output   *string         `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Time     *ToolTime       `json:"time,omitempty"`
+}
+
+// ToolTime is a tool run's time span.
+type ToolTime struct {
+	Start int64  `json:"start"`
+	End   *int64 `json:"end,omitempty"`
+}
+
+// AgentSource locates an @agent mention in the prompt text.
+type AgentSource struct {
+	Value string `json:"value"`
+	Start int64  `json:"start"`
+	End   int64  `json:"end"`
+}
+
+// Part is a v1 part. Type decides which fields are encoded; every part
+// carries the ID of the message it belongs to.
+type Part struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionID"`
+	MessageID string `json:"messageID"`
+	Type      string `json:"type"`
+
+	// text, reasoning
+	Text      string          `json:"text"`
+	Synthetic bool            `json:"synthetic,omitempty"`
+	Ignored   bool            `json:"ignored,omitempty"`
+	Time      *PartTime       `json:"time,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+
+	// tool
+	CallID string     `json:"callID,omitempty"`
+	Tool   string     `json:"tool,omitempty"`
+	State  *ToolState `json:"state,omitempty"`
+
+	// step-start, step-finish
+	Snapshot string  `json:"snapshot,omitempty"`
+	Reason   string  `json:"reason,omitempty"`
+	Cost     float64 `json:"cost"`
+	Tokens   *Tokens `json:"tokens,omitempty"`
+
+	// file
+	Mime     string          `json:"mime,omitempty"`
+	Filename string          `json:"filename,omitempty"`
+	URL      string          `json:"url,omitempty"`
+	Source   json.RawMessage `json:"source,omitempty"`
+
+	// agent, subtask
+	Name        string        `json:"name,omitempty"`
+	Prompt      string        `json:"prompt,omitempty"`
+	Description string        `json:"description,omitempty"`
+	Agent       string        `json:"agent,omitempty"`
+	Model       *MessageModel `json:"model,omitempty"`
+	Command     string        `json:"command,omitempty"`
+}
+
+type partHead struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionID"`
+	MessageID string `json:"messageID"`
+	Type      string `json:"type"`
+}
+
+// MarshalJSON encodes exactly the fields OpenCode's shape of the part's type has.
+func (p Part) MarshalJSON() ([]byte, error) {
+	h := partHead{p.ID, p.SessionID, p.MessageID, p.Type}
+	switch p.Type {
+	case PartText:
+		return json.Marshal(struct {
+			partHead
+			Text      string          `json:"text"`
+			Synthetic bool            `json:"synthetic,omitempty"`
+			Ignored   bool            `json:"ignored,omitempty"`
+			Time      *PartTime       `json:"time,omitempty"`
+			Metadata  json.RawMessage `json:"metadata,omitempty"`
+		}{h, p.Text, p.Synthetic, p.Ignored, p.Time, p.Metadata})
+	case PartReasoning:
+		t := p.Time
+		if t == nil {
+			t = &PartTime{}
+		}
+		return json.Marshal(struct {
+			partHead
+			Text     string          `json:"text"`
+			Metadata json.RawMessage `json:"metadata,omitempty"`
+			Time     *PartTime       `json:"time"`
+		}{h, p.Text, p.Metadata, t})
+	case PartTool:
+		return json.Marshal(struct {
+			partHead
+			CallID   string          `json:"callID"`
+			Tool     string          `json:"tool"`
+			State    *ToolState      `json:"state"`
+			Metadata json.RawMessage `json:"metadata,omitempty"`
+		}{h, p.CallID, p.Tool, p.State, p.Metadata})
+	case PartStepStart:
+		return json.Marshal(struct {
+			partHead
+			Snapshot string `json:"snapshot,omitempty"`
+		}{h, p.Snapshot})
+	case PartStepFinish:
+		tok := p.Tokens
+		if tok == nil {
+			tok = &Tokens{}
+		}
+		return json.Marshal(struct {
+			partHead
+			Reason   string  `json:"reason"`
+			Snapshot string  `json:"snapshot,omitempty"`
+			Cost     float64 `json:"cost"`
+			Tokens   *Tokens `json:"tokens"`
+		}{h, p.Reason, p.Snapshot, p.Cost, tok})
+	case PartFile:
+		return json.Marshal(struct {
+			partHead
+			Mime     string          `json:"mime"`
+			Filename string          `json:"filename,omitempty"`
+			URL      string          `json:"url"`
+			Source   json.RawMessage `json:"source,omitempty"`
+		}{h, p.Mime, p.Filename, p.URL, p.Source})
+	case PartAgent:
+		return json.Marshal(struct {
+			partHead
+			Name   string          `json:"name"`
+			Source json.RawMessage `json:"source,omitempty"`
+		}{h, p.Name, p.Source})
+	case PartSubtask:
+		return json.Marshal(struct {
+			partHead
+			Prompt      string        `json:"prompt"`
+			Description string        `json:"description"`
+			Agent       string        `json:"agent"`
+			Model       *MessageModel `json:"model,omitempty"`
+			Command     string        `json:"command,omitempty"`
+		}{h, p.Prompt, p.Description, p.Agent, p.Model, p.Command})
+	}
+	return json.Marshal(h)
+}
+
+// UnmarshalJSON decodes any part shape (the flat struct covers them all).
+func (p *Part) UnmarshalJSON(b []byte) error {
+	type plain Part
+	var v plain
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*p = Part(v)
+	return nil
+}

@@ -1,0 +1,84 @@
+// Package provider is the interface between lifecycle and a model: one model
+// call is one Stream. Providers never mint IDs; they report chunks and
+// lifecycle decides which message and part each chunk belongs to.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Message is one entry of the conversation sent to the model.
+type Message struct {
+	Role       string     `json:"role"` // system, user, assistant, tool
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"toolCalls,omitempty"`
+	ToolCallID string     `json:"toolCallID,omitempty"`
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolSpec describes a tool offered to the model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Request is one model call.
+type Request struct {
+	SessionID string
+	ModelID   string
+	System    string
+	Messages  []Message
+	Tools     []ToolSpec
+}
+
+// Usage is the token accounting of one call.
+type Usage struct {
+	Input     int64
+	Output    int64
+	Reasoning int64
+	CacheRead int64
+}
+
+// ChunkKind tells what a Chunk reports.
+type ChunkKind int
+
+// Chunk kinds, in the order a call produces them.
+const (
+	TextDelta ChunkKind = iota + 1
+	ReasoningDelta
+	ToolCallChunk
+	Finish
+)
+
+// Chunk is one piece of a streamed model reply.
+type Chunk struct {
+	Kind     ChunkKind
+	Text     string
+	ToolCall *ToolCall
+	// Finish: the reason ("stop", "tool-calls", "length", ...) and usage.
+	Reason string
+	Usage  Usage
+}
+
+// Provider streams a model's reply; emit is called in order from the
+// caller's goroutine. Stream returns when the reply is finished, ctx is
+// cancelled, or it fails.
+type Provider interface {
+	Stream(ctx context.Context, req Request, emit func(Chunk)) error
+}
+
+// Model describes a model a provider serves, for listings.
+type Model struct {
+	ID      string
+	Name    string
+	Context int64
+	Output  int64
+}

@@ -1,0 +1,281 @@
+package routes
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-playground/validator/v10"
+
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// maxBody caps request bodies; prompts with attached files as data: URLs
+// are the largest legitimate bodies.
+const maxBody = 16 << 20
+
+// maxDepth bounds JSON nesting so a hostile body cannot make decoding deep.
+const maxDepth = 64
+
+var validate = validator.New(validator.WithRequiredStructEnabled())
+
+// decodeBody decodes a JSON body strictly into v: unknown fields rejected
+// (OpenCode's schemas say additionalProperties: false), trailing data
+// rejected, size and depth capped. An empty body decodes as {} when
+// emptyOK.
+func decodeBody(r *http.Request, v any, emptyOK bool) error {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &httpError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body exceeds %d bytes", maxBody), Kind: "Body"}
+		}
+		return badRequest("Body", "", "could not read request body")
+	}
+	return decodeJSON(body, v, emptyOK)
+}
+
+func decodeJSON(body []byte, v any, emptyOK bool) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		if emptyOK {
+			body = []byte("{}")
+		} else {
+			return badRequest("Body", "", "request body is required")
+		}
+	}
+	if !utf8.Valid(body) {
+		return badRequest("Body", "", "request body is not valid UTF-8")
+	}
+	if err := checkDepth(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("Body", "", "unexpected data after the JSON value")
+	}
+	return nil
+}
+
+func jsonError(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return badRequest("Body", "", fmt.Sprintf("malformed JSON at offset %d: %v", se.Offset, se))
+	case errors.As(err, &te):
+		field := te.Field
+		return badRequest("Body", field, fmt.Sprintf("Expected %s at [%q], got %s", te.Type, field, te.Value))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return badRequest("Body", f, fmt.Sprintf("Unexpected key at [%q]", f))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("Body", "", "malformed JSON: unexpected end of input")
+	}
+	var he *httpError
+	if errors.As(err, &he) {
+		return he
+	}
+	return badRequest("Body", "", "malformed JSON: "+err.Error())
+}
+
+// checkDepth rejects JSON nested deeper than maxDepth without decoding it.
+func checkDepth(b []byte) error {
+	depth := 0
+	inStr, esc := false, false
+	for _, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case inStr:
+			if c == '\\' {
+				esc = true
+			} else if c == '"' {
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > maxDepth {
+				return badRequest("Body", "", fmt.Sprintf("JSON nested deeper than %d levels", maxDepth))
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
+}
+
+// validationError turns validator errors into a 400 naming the field.
+func validationError(err error, where string) error {
+	var ves validator.ValidationErrors
+	if errors.As(err, &ves) && len(ves) > 0 {
+		fe := ves[0]
+		name := fe.Field()
+		path := where + name
+		switch fe.Tag() {
+		case "required":
+			return badRequest("Body", path, fmt.Sprintf("Missing key at [%q]", path))
+		case "oneof":
+			return badRequest("Body", path, fmt.Sprintf("Expected one of %s at [%q]", fe.Param(), path))
+		}
+		return badRequest("Body", path, fmt.Sprintf("Invalid value at [%q] (%s)", path, fe.Tag()))
+	}
+	return badRequest("Body", "", err.Error())
+}
+
+// checkID validates a client-supplied ID for its prefix.
+func checkID(p identifier.Prefix, id, field string) error {
+	if err := identifier.Check(p, id); err != nil {
+		return badRequest("Body", field, fmt.Sprintf("Invalid %s: expected an ID starting with %q", field, string(p)+"_"))
+	}
+	return nil
+}
+
+// Part inputs of a v1 prompt, decoded by type.
+type textPartIn struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id,omitempty"`
+	Text      *string         `json:"text" validate:"required"`
+	Synthetic bool            `json:"synthetic,omitempty"`
+	Ignored   bool            `json:"ignored,omitempty"`
+	Time      *partTimeIn     `json:"time,omitempty"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+}
+
+type partTimeIn struct {
+	Start int64  `json:"start" validate:"min=0"`
+	End   *int64 `json:"end,omitempty"`
+}
+
+type filePartIn struct {
+	Type     string          `json:"type"`
+	ID       string          `json:"id,omitempty"`
+	Mime     string          `json:"mime" validate:"required"`
+	URL      string          `json:"url" validate:"required"`
+	Filename string          `json:"filename,omitempty"`
+	Source   json.RawMessage `json:"source,omitempty"`
+}
+
+type agentPartIn struct {
+	Type   string          `json:"type"`
+	ID     string          `json:"id,omitempty"`
+	Name   string          `json:"name" validate:"required"`
+	Source json.RawMessage `json:"source,omitempty"`
+}
+
+type subtaskPartIn struct {
+	Type        string                 `json:"type"`
+	ID          string                 `json:"id,omitempty"`
+	Prompt      string                 `json:"prompt" validate:"required"`
+	Description string                 `json:"description" validate:"required"`
+	Agent       string                 `json:"agent" validate:"required"`
+	Model       *opencode.MessageModel `json:"model,omitempty"`
+	Command     string                 `json:"command,omitempty"`
+}
+
+// decodeParts decodes the part union by `type`, validates each part and
+// gives each its prt_ ID: the client's (prefix-checked) or a new one.
+func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
+	if len(raw) == 0 {
+		return nil, badRequest("Body", "parts", "parts must contain at least one part")
+	}
+	out := make([]opencode.Part, 0, len(raw))
+	for i, rp := range raw {
+		where := fmt.Sprintf("parts.%d.", i)
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(rp, &head); err != nil {
+			return nil, badRequest("Body", where+"type", fmt.Sprintf("Expected an object at [%q]", fmt.Sprintf("parts.%d", i)))
+		}
+		var p opencode.Part
+		var id string
+		var err error
+		switch head.Type {
+		case opencode.PartText:
+			var v textPartIn
+			if err = decodeStrict(rp, &v); err == nil {
+				if err = validate.Struct(v); err == nil {
+					p = opencode.Part{Type: v.Type, Text: *v.Text, Synthetic: v.Synthetic, Ignored: v.Ignored, Metadata: v.Metadata}
+					if v.Time != nil {
+						p.Time = &opencode.PartTime{Start: v.Time.Start, End: v.Time.End}
+					}
+					id = v.ID
+				}
+			}
+		case opencode.PartFile:
+			var v filePartIn
+			if err = decodeStrict(rp, &v); err == nil {
+				if err = validate.Struct(v); err == nil {
+					p = opencode.Part{Type: v.Type, Mime: v.Mime, URL: v.URL, Filename: v.Filename, Source: v.Source}
+					id = v.ID
+				}
+			}
+		case opencode.PartAgent:
+			var v agentPartIn
+			if err = decodeStrict(rp, &v); err == nil {
+				if err = validate.Struct(v); err == nil {
+					p = opencode.Part{Type: v.Type, Name: v.Name, Source: v.Source}
+					id = v.ID
+				}
+			}
+		case opencode.PartSubtask:
+			var v subtaskPartIn
+			if err = decodeStrict(rp, &v); err == nil {
+				if err = validate.Struct(v); err == nil {
+					p = opencode.Part{Type: v.Type, Prompt: v.Prompt, Description: v.Description, Agent: v.Agent, Model: v.Model, Command: v.Command}
+					id = v.ID
+				}
+			}
+		case "":
+			return nil, badRequest("Body", where+"type", fmt.Sprintf("Missing key at [%q]", where+"type"))
+		default:
+			return nil, badRequest("Body", where+"type", fmt.Sprintf("Expected one of text, file, agent, subtask at [%q], got %q", where+"type", clip(head.Type)))
+		}
+		if err != nil {
+			var he *httpError
+			if errors.As(err, &he) {
+				he.Field = where + he.Field
+				return nil, he
+			}
+			return nil, validationError(err, where)
+		}
+		if id != "" {
+			if err := checkID(identifier.Part, id, where+"id"); err != nil {
+				return nil, err
+			}
+			p.ID = id
+		} else {
+			p.ID = identifier.NewPart()
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}

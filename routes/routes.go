@@ -1,0 +1,181 @@
+// Package routes is the HTTP face of the server: it decodes and validates
+// requests, mints the IDs of user messages and parts (the only place they are
+// minted), calls lifecycle, and encodes OpenCode's JSON and SSE shapes.
+package routes
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/opencode-server/opencode-server/lifecycle"
+)
+
+// Config wires the routes.
+type Config struct {
+	Manager *lifecycle.Manager
+	// Directory is the project directory reported by /path and used for new sessions.
+	Directory string
+	// Username and Password enable HTTP basic auth when Password is set.
+	Username string
+	Password string
+	// Catalog lists providers, models and agents.
+	Catalog Catalog
+	// OpenAPI is the document served at /doc.
+	OpenAPI []byte
+	// Heartbeat is the SSE heartbeat interval (10 s when zero).
+	Heartbeat time.Duration
+	// Done is closed when the server shuts down; SSE streams end then.
+	Done   <-chan struct{}
+	Logger *slog.Logger
+}
+
+// Server holds the handlers' dependencies.
+type Server struct {
+	cfg Config
+	m   *lifecycle.Manager
+	log *slog.Logger
+}
+
+// New returns the router.
+func New(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = 10 * time.Second
+	}
+	if cfg.Username == "" {
+		cfg.Username = "opencode"
+	}
+	if cfg.Done == nil {
+		cfg.Done = make(chan struct{})
+	}
+	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Logger}
+	r := chi.NewRouter()
+	r.Use(s.recoverer, s.auth)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		fam := v1
+		if isV2(r) {
+			fam = v2
+		}
+		writeError(w, r, fam, s.log, &httpError{Status: http.StatusNotFound, Msg: "No route for " + r.Method + " " + r.URL.Path})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		fam := v1
+		if isV2(r) {
+			fam = v2
+		}
+		writeError(w, r, fam, s.log, &httpError{Status: http.StatusMethodNotAllowed, Msg: "Method " + r.Method + " not allowed on " + r.URL.Path})
+	})
+	s.mountV1(r)
+	s.mountV2(r)
+	s.mountCatalog(r)
+	return r
+}
+
+func isV2(r *http.Request) bool {
+	p := r.URL.Path
+	return len(p) >= 5 && p[:5] == "/api/"
+}
+
+// handler adapts a handler that returns an error to http.HandlerFunc,
+// mapping the error in the route family's shape.
+func (s *Server) h(fam family, f func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := f(w, r); err != nil {
+			writeError(w, r, fam, s.log, err)
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"name":"UnknownError","data":{"message":"encoding failed"}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// recoverer turns a panic into a 500 in the route's error shape and a log
+// line, never a dropped connection with no answer.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v)
+				fam := v1
+				if isV2(r) {
+					fam = v2
+				}
+				writeError(w, r, fam, s.log, errInternal)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+var errInternal = &httpError{Status: http.StatusInternalServerError, Msg: "Unexpected server error. Check server logs for details."}
+
+// auth requires HTTP basic auth when a password is configured, comparing in
+// constant time.
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.cfg.Password == "" {
+		return next
+	}
+	user := []byte(s.cfg.Username)
+	pass := []byte(s.cfg.Password)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		uOK := subtle.ConstantTimeCompare([]byte(u), user) == 1
+		pOK := subtle.ConstantTimeCompare([]byte(p), pass) == 1
+		if !ok || !uOK || !pOK {
+			w.Header().Set("WWW-Authenticate", `Basic realm="opencode"`)
+			fam := v1
+			if isV2(r) {
+				fam = v2
+			}
+			writeError(w, r, fam, s.log, &httpError{Status: http.StatusUnauthorized, Msg: "Unauthorized"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// directory is the project directory a request addresses: the `directory`
+// query parameter or the x-opencode-directory header, else the server's.
+func (s *Server) directory(r *http.Request) string {
+	d := r.URL.Query().Get("directory")
+	if d == "" {
+		d = r.Header.Get("x-opencode-directory")
+	}
+	if d == "" || !filepath.IsAbs(d) {
+		return s.cfg.Directory
+	}
+	return filepath.Clean(d)
+}
+
+func homeDir() string {
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "/"
+	}
+	return h
+}
+
+// detach keeps request values but not cancellation: work a client started
+// (an admitted input) must not be undone because the client went away.
+func detach(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

@@ -1,0 +1,406 @@
+package routes
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+func (s *Server) mountV1(r chi.Router) {
+	r.Get("/global/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"healthy": true, "version": opencode.Version})
+	})
+	r.Get("/event", s.eventStream(opencode.FrameV1))
+	r.Get("/global/event", s.eventStream(opencode.FrameGlobal))
+	r.Get("/doc", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(s.cfg.OpenAPI)
+	})
+
+	r.Post("/session", s.h(v1, s.createSession))
+	r.Get("/session", s.h(v1, s.listSessions))
+	r.Get("/session/status", s.h(v1, s.sessionStatus))
+	r.Route("/session/{sessionID}", func(r chi.Router) {
+		r.Get("/", s.h(v1, s.getSession))
+		r.Patch("/", s.h(v1, s.patchSession))
+		r.Delete("/", s.h(v1, s.deleteSession))
+		r.Get("/children", s.h(v1, s.children))
+		r.Get("/message", s.h(v1, s.listMessages))
+		r.Get("/message/{messageID}", s.h(v1, s.getMessage))
+		r.Post("/message", s.h(v1, s.promptSync))
+		r.Post("/prompt_async", s.h(v1, s.promptAsync))
+		r.Post("/abort", s.h(v1, s.abort))
+		r.Get("/todo", s.h(v1, s.emptyList))
+		r.Get("/diff", s.h(v1, s.emptyList))
+		r.Get("/inbox", s.h(v1, s.inbox))
+		r.Delete("/inbox/{messageID}", s.h(v1, s.revoke))
+		r.Patch("/inbox/{messageID}", s.h(v1, s.patchInbox))
+	})
+}
+
+// sessionID reads and checks the {sessionID} path parameter.
+func sessionID(r *http.Request) (string, error) {
+	id := chi.URLParam(r, "sessionID")
+	if err := identifier.Check(identifier.Session, id); err != nil {
+		return "", badRequest("Params", "sessionID", "Invalid sessionID: expected an ID starting with \"ses_\"")
+	}
+	return id, nil
+}
+
+func messageID(r *http.Request) (string, error) {
+	id := chi.URLParam(r, "messageID")
+	if err := identifier.Check(identifier.Message, id); err != nil {
+		return "", badRequest("Params", "messageID", "Invalid messageID: expected an ID starting with \"msg_\"")
+	}
+	return id, nil
+}
+
+type createSessionBody struct {
+	ParentID    string             `json:"parentID,omitempty"`
+	Title       string             `json:"title,omitempty"`
+	Agent       string             `json:"agent,omitempty"`
+	Model       *opencode.ModelRef `json:"model,omitempty"`
+	Metadata    json.RawMessage    `json:"metadata,omitempty"`
+	Permission  json.RawMessage    `json:"permission,omitempty"`
+	WorkspaceID string             `json:"workspaceID,omitempty"`
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	var b createSessionBody
+	if err := decodeBody(r, &b, true); err != nil {
+		return err
+	}
+	if b.ParentID != "" {
+		if err := checkID(identifier.Session, b.ParentID, "parentID"); err != nil {
+			return err
+		}
+	}
+	if b.Model != nil && (b.Model.ID == "" || b.Model.ProviderID == "") {
+		return badRequest("Body", "model", "model needs id and providerID")
+	}
+	if len(b.Permission) > 0 && !isJSONArray(b.Permission) {
+		return badRequest("Body", "permission", "Expected an array at [\"permission\"]")
+	}
+	sess, _, err := s.m.CreateSession(detach(r.Context()), lifecycle.SessionOptions{
+		ID: identifier.NewSession(), ParentID: b.ParentID, Title: b.Title, Agent: b.Agent, Model: b.Model,
+		Directory: s.directory(r), Permission: b.Permission, Metadata: b.Metadata})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func isJSONArray(b json.RawMessage) bool {
+	var v []json.RawMessage
+	return json.Unmarshal(b, &v) == nil
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	var start int64
+	if v := q.Get("start"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("Query", "start", "Expected a non-negative integer at [\"start\"]")
+		}
+		start = n
+	}
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return badRequest("Query", "limit", "Expected a non-negative integer at [\"limit\"]")
+		}
+		limit = n
+	}
+	roots := q.Get("roots") == "true"
+	search := strings.ToLower(q.Get("search"))
+	all, err := s.m.ListSessions(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]opencode.Session, 0, len(all))
+	for _, ss := range all {
+		if ss.Time.Updated < start || (roots && ss.ParentID != "") ||
+			(search != "" && !strings.Contains(strings.ToLower(ss.Title), search)) {
+			continue
+		}
+		out = append(out, ss)
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
+	out := map[string]any{}
+	for id, st := range s.m.Status() {
+		out[id] = map[string]any{"type": st}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	sess, err := s.m.GetSession(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+type patchSessionBody struct {
+	Title      *string         `json:"title,omitempty"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+	Permission json.RawMessage `json:"permission,omitempty"`
+	Time       *struct {
+		Archived *float64 `json:"archived,omitempty"`
+	} `json:"time,omitempty"`
+}
+
+func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var b patchSessionBody
+	if err := decodeBody(r, &b, true); err != nil {
+		return err
+	}
+	p := lifecycle.SessionPatch{Title: b.Title, Metadata: b.Metadata, Permission: b.Permission}
+	if b.Time != nil {
+		p.Archived = b.Time.Archived
+	}
+	sess, err := s.m.UpdateSession(detach(r.Context()), id, p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.m.DeleteSession(detach(r.Context()), id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+func (s *Server) children(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.m.GetSession(r.Context(), id); err != nil {
+		return err
+	}
+	all, err := s.m.ListSessions(r.Context())
+	if err != nil {
+		return err
+	}
+	out := []opencode.Session{}
+	for _, ss := range all {
+		if ss.ParentID == id {
+			out = append(out, ss)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return badRequest("Query", "limit", "Expected a non-negative integer at [\"limit\"]")
+		}
+		limit = n
+	}
+	before := q.Get("before")
+	msgs, err := s.m.Messages(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if before != "" {
+		for i, mp := range msgs {
+			if mp.Info.ID == before {
+				msgs = msgs[:i]
+				break
+			}
+		}
+	}
+	if limit > 0 && len(msgs) > limit {
+		msgs = msgs[len(msgs)-limit:]
+	}
+	if msgs == nil {
+		msgs = []opencode.MessageWithParts{}
+	}
+	writeJSON(w, http.StatusOK, msgs)
+	return nil
+}
+
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	mid, err := messageID(r)
+	if err != nil {
+		return err
+	}
+	mp, err := s.m.Message(r.Context(), id, mid)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, mp)
+	return nil
+}
+
+// promptBody is the v1 prompt (POST /session/{id}/message and prompt_async),
+// plus our optional delivery.
+type promptBody struct {
+	MessageID string                 `json:"messageID,omitempty"`
+	Model     *opencode.MessageModel `json:"model,omitempty"`
+	Agent     string                 `json:"agent,omitempty"`
+	NoReply   bool                   `json:"noReply,omitempty"`
+	Tools     map[string]bool        `json:"tools,omitempty"`
+	Format    json.RawMessage        `json:"format,omitempty"`
+	System    string                 `json:"system,omitempty"`
+	Variant   string                 `json:"variant,omitempty"`
+	Parts     []json.RawMessage      `json:"parts"`
+	Delivery  opencode.Delivery      `json:"delivery,omitempty"`
+}
+
+// decodePrompt turns a v1 prompt into an input: the message ID is the
+// client's (prefix-checked) or minted here, once.
+func decodePrompt(r *http.Request, sessionID string) (*opencode.Input, error) {
+	var b promptBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return nil, err
+	}
+	if b.Parts == nil {
+		return nil, badRequest("Body", "parts", "Missing key at [\"parts\"]")
+	}
+	if b.Model != nil && (b.Model.ProviderID == "" || b.Model.ModelID == "") {
+		return nil, badRequest("Body", "model", "model needs providerID and modelID")
+	}
+	if b.Delivery != "" && !b.Delivery.Valid() {
+		return nil, badRequest("Body", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
+	}
+	if b.Delivery == "" {
+		// As the real server: input sent while busy is injected at the next
+		// step boundary; on an idle session a steer simply starts the turn.
+		b.Delivery = opencode.Steer
+	}
+	id := b.MessageID
+	if id != "" {
+		if err := checkID(identifier.Message, id, "messageID"); err != nil {
+			return nil, err
+		}
+	} else {
+		id = identifier.NewMessage()
+	}
+	parts, err := decodeParts(b.Parts)
+	if err != nil {
+		return nil, err
+	}
+	return &opencode.Input{ID: id, SessionID: sessionID, Delivery: b.Delivery, Parts: parts,
+		Agent: b.Agent, Model: b.Model, System: b.System, Tools: b.Tools, NoReply: b.NoReply}, nil
+}
+
+// flushWait bounds how long a blocking prompt waits for SSE writers to send
+// the turn's events before it answers.
+const flushWait = 2 * time.Second
+
+func (s *Server) promptSync(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	in, err := decodePrompt(r, id)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
+		return err
+	}
+	res, err := s.m.Wait(r.Context(), id, in.ID)
+	if err != nil {
+		return err
+	}
+	// opencode run --attach exits as soon as this answer arrives: make sure
+	// every event of the turn has reached the SSE clients first.
+	ctx, cancel := context.WithTimeout(r.Context(), flushWait)
+	s.m.Flushed(ctx, res.Pos)
+	cancel()
+	writeJSON(w, http.StatusOK, res.Message)
+	return nil
+}
+
+func (s *Server) promptAsync(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	in, err := decodePrompt(r, id)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) abort(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.m.Abort(detach(r.Context()), id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+func (s *Server) emptyList(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.m.GetSession(r.Context(), id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, []any{})
+	return nil
+}

@@ -1,0 +1,306 @@
+// Package memory is the in-memory store: the same contract as store/sqlite,
+// kept in maps behind one mutex. Used by tests and by --store=memory.
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/store"
+)
+
+type message struct {
+	info  opencode.Message
+	order int64
+	parts map[string]*part
+}
+
+type part struct {
+	p     opencode.Part
+	order int64
+}
+
+type session struct {
+	s        opencode.Session
+	order    int64
+	messages map[string]*message
+	inputs   map[string]*opencode.Input
+	events   []*opencode.Event
+}
+
+// Store is an in-memory store.Store.
+type Store struct {
+	mu       sync.RWMutex
+	order    int64
+	sessions map[string]*session
+	inputs   map[string]*opencode.Input // by ID, all sessions
+	messages map[string]string          // message ID -> session ID
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{sessions: map[string]*session{}, inputs: map[string]*opencode.Input{}, messages: map[string]string{}}
+}
+
+func cloneInput(in *opencode.Input) *opencode.Input {
+	c := *in
+	c.Parts = append([]opencode.Part(nil), in.Parts...)
+	return &c
+}
+
+// Commit implements store.Store.
+func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Validate everything first so the batch applies all or nothing.
+	for _, in := range b.Admit {
+		if _, ok := m.inputs[in.ID]; ok {
+			return store.ErrConflict
+		}
+		if _, ok := m.messages[in.ID]; ok {
+			return store.ErrConflict
+		}
+	}
+	s := m.sessions[sessionID]
+	if s == nil && b.Session == nil {
+		return store.ErrNotFound
+	}
+	for _, in := range b.Inputs {
+		if _, ok := m.inputs[in.ID]; !ok {
+			return store.ErrNotFound
+		}
+	}
+	if b.Session != nil {
+		if s == nil {
+			m.order++
+			s = &session{order: m.order, messages: map[string]*message{}, inputs: map[string]*opencode.Input{}}
+			m.sessions[sessionID] = s
+		}
+		s.s = *b.Session
+	}
+	for _, msg := range b.Messages {
+		cur := s.messages[msg.ID]
+		if cur == nil {
+			m.order++
+			cur = &message{order: m.order, parts: map[string]*part{}}
+			s.messages[msg.ID] = cur
+			m.messages[msg.ID] = sessionID
+		}
+		cur.info = msg
+	}
+	for _, p := range b.Parts {
+		msg := s.messages[p.MessageID]
+		if msg == nil {
+			continue // a part of an unknown message is dropped, as SQLite's foreign key would
+		}
+		cur := msg.parts[p.ID]
+		if cur == nil {
+			m.order++
+			cur = &part{order: m.order}
+			msg.parts[p.ID] = cur
+		}
+		cur.p = p
+	}
+	for _, in := range b.Admit {
+		m.order++
+		c := cloneInput(in)
+		c.Order = m.order
+		in.Order = m.order
+		m.inputs[in.ID] = c
+		s.inputs[in.ID] = c
+	}
+	for _, in := range b.Inputs {
+		c := cloneInput(in)
+		c.Order = m.inputs[in.ID].Order
+		m.inputs[in.ID] = c
+		s.inputs[in.ID] = c
+	}
+	last := int64(len(s.events))
+	for _, e := range b.Events {
+		last++
+		e.Seq = last
+		e.Durable = true
+		s.events = append(s.events, e)
+	}
+	return nil
+}
+
+// GetSession implements store.Store.
+func (m *Store) GetSession(_ context.Context, id string) (opencode.Session, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := m.sessions[id]
+	if s == nil {
+		return opencode.Session{}, store.ErrNotFound
+	}
+	return s.s, nil
+}
+
+// ListSessions implements store.Store.
+func (m *Store) ListSessions(context.Context) ([]opencode.Session, error) {
+	m.mu.RLock()
+	all := make([]*session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.RUnlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].order < all[j].order })
+	out := make([]opencode.Session, len(all))
+	for i, s := range all {
+		out[i] = s.s
+	}
+	return out, nil
+}
+
+// DeleteSession implements store.Store.
+func (m *Store) DeleteSession(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.sessions[id]
+	if s == nil {
+		return store.ErrNotFound
+	}
+	for mid := range s.messages {
+		delete(m.messages, mid)
+	}
+	for iid := range s.inputs {
+		delete(m.inputs, iid)
+	}
+	delete(m.sessions, id)
+	return nil
+}
+
+func withParts(msg *message) opencode.MessageWithParts {
+	ps := make([]*part, 0, len(msg.parts))
+	for _, p := range msg.parts {
+		ps = append(ps, p)
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].order < ps[j].order })
+	out := opencode.MessageWithParts{Info: msg.info, Parts: make([]opencode.Part, len(ps))}
+	for i, p := range ps {
+		out.Parts[i] = p.p
+	}
+	return out
+}
+
+// ListMessages implements store.Store.
+func (m *Store) ListMessages(_ context.Context, sessionID string) ([]opencode.MessageWithParts, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := m.sessions[sessionID]
+	if s == nil {
+		return nil, store.ErrNotFound
+	}
+	msgs := make([]*message, 0, len(s.messages))
+	for _, msg := range s.messages {
+		msgs = append(msgs, msg)
+	}
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].order < msgs[j].order })
+	out := make([]opencode.MessageWithParts, len(msgs))
+	for i, msg := range msgs {
+		out[i] = withParts(msg)
+	}
+	return out, nil
+}
+
+// GetMessage implements store.Store.
+func (m *Store) GetMessage(_ context.Context, sessionID, messageID string) (opencode.MessageWithParts, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := m.sessions[sessionID]
+	if s == nil {
+		return opencode.MessageWithParts{}, store.ErrNotFound
+	}
+	msg := s.messages[messageID]
+	if msg == nil {
+		return opencode.MessageWithParts{}, store.ErrNotFound
+	}
+	return withParts(msg), nil
+}
+
+// MessageExists implements store.Store.
+func (m *Store) MessageExists(_ context.Context, messageID string) (bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.messages[messageID]
+	return ok, nil
+}
+
+// GetInput implements store.Store.
+func (m *Store) GetInput(_ context.Context, id string) (*opencode.Input, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	in := m.inputs[id]
+	if in == nil {
+		return nil, store.ErrNotFound
+	}
+	return cloneInput(in), nil
+}
+
+// PendingInputs implements store.Store.
+func (m *Store) PendingInputs(_ context.Context, sessionID string) ([]*opencode.Input, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := m.sessions[sessionID]
+	if s == nil {
+		return nil, store.ErrNotFound
+	}
+	var out []*opencode.Input
+	for _, in := range s.inputs {
+		if in.State == opencode.InputPending {
+			out = append(out, cloneInput(in))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Order < out[j].Order })
+	return out, nil
+}
+
+// Events implements store.Store.
+func (m *Store) Events(_ context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := m.sessions[sessionID]
+	if s == nil {
+		return nil, store.ErrNotFound
+	}
+	if after < 0 {
+		after = 0
+	}
+	if after >= int64(len(s.events)) {
+		return nil, nil
+	}
+	evs := s.events[after:]
+	if limit > 0 && len(evs) > limit {
+		evs = evs[:limit]
+	}
+	out := make([]*opencode.Event, len(evs))
+	for i, e := range evs {
+		// A fresh copy: the caller's frame caches must not be shared with the
+		// event the runner published.
+		out[i] = &opencode.Event{ID: e.ID, Type: e.Type, SessionID: e.SessionID, Directory: e.Directory,
+			Seq: e.Seq, Version: e.Version, Durable: true, Data: json.RawMessage(e.Data)}
+	}
+	return out, nil
+}
+
+// LastSeq implements store.Store.
+func (m *Store) LastSeq(_ context.Context, sessionID string) (int64, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := m.sessions[sessionID]
+	if s == nil {
+		return 0, store.ErrNotFound
+	}
+	return int64(len(s.events)), nil
+}
+
+// Close implements store.Store.
+func (m *Store) Close() error { return nil }

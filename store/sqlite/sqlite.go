@@ -1,0 +1,766 @@
+// Package sqlite is the embedded default store: a single SQLite file in WAL
+// mode, written through exactly one connection and read through a pool of
+// query-only connections. It uses the pure-Go modernc.org/sqlite driver.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/store"
+)
+
+const schemaVersion = 1
+
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS sessions (
+		id       TEXT PRIMARY KEY,
+		ord      INTEGER NOT NULL,
+		json     TEXT NOT NULL,
+		last_seq INTEGER NOT NULL DEFAULT 0
+	)`,
+	`CREATE INDEX IF NOT EXISTS sessions_ord ON sessions(ord)`,
+	`CREATE TABLE IF NOT EXISTS messages (
+		id         TEXT PRIMARY KEY,
+		session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+		ord        INTEGER NOT NULL,
+		json       TEXT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS messages_session ON messages(session_id, ord)`,
+	`CREATE TABLE IF NOT EXISTS parts (
+		id         TEXT PRIMARY KEY,
+		message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+		session_id TEXT NOT NULL,
+		ord        INTEGER NOT NULL,
+		json       TEXT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS parts_message ON parts(message_id, ord)`,
+	`CREATE INDEX IF NOT EXISTS parts_session ON parts(session_id, ord)`,
+	`CREATE TABLE IF NOT EXISTS inputs (
+		id         TEXT PRIMARY KEY,
+		session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+		ord        INTEGER NOT NULL,
+		state      TEXT NOT NULL,
+		json       TEXT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS inputs_session ON inputs(session_id, state, ord)`,
+	`CREATE TABLE IF NOT EXISTS events (
+		session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+		seq        INTEGER NOT NULL,
+		id         TEXT NOT NULL,
+		type       TEXT NOT NULL,
+		version    INTEGER NOT NULL,
+		directory  TEXT NOT NULL,
+		data       BLOB,
+		PRIMARY KEY (session_id, seq)
+	) WITHOUT ROWID`,
+}
+
+// Write statements, prepared once on the single writer connection.
+const (
+	qAdmitTaken   = `SELECT EXISTS(SELECT 1 FROM inputs WHERE id = ?1) OR EXISTS(SELECT 1 FROM messages WHERE id = ?1)`
+	qSessionSeq   = `SELECT last_seq FROM sessions WHERE id = ?`
+	qInputExists  = `SELECT EXISTS(SELECT 1 FROM inputs WHERE id = ?)`
+	qUpsertSess   = `INSERT INTO sessions(id, ord, json, last_seq) VALUES(?, ?, ?, 0) ON CONFLICT(id) DO UPDATE SET json = excluded.json`
+	qUpsertMsg    = `INSERT INTO messages(id, session_id, ord, json) VALUES(?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET json = excluded.json, ord = excluded.ord`
+	qMsgInSession = `SELECT EXISTS(SELECT 1 FROM messages WHERE id = ? AND session_id = ?)`
+	qUpsertPart   = `INSERT INTO parts(id, message_id, session_id, ord, json) VALUES(?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET json = excluded.json WHERE parts.message_id = excluded.message_id`
+	qAdmit        = `INSERT INTO inputs(id, session_id, ord, state, json) VALUES(?, ?, ?, ?, ?)`
+	qUpdateInput  = `UPDATE inputs SET state = ?, json = ? WHERE id = ?`
+	qAppendEvent  = `INSERT INTO events(session_id, seq, id, type, version, directory, data) VALUES(?, ?, ?, ?, ?, ?, ?)`
+	qSetLastSeq   = `UPDATE sessions SET last_seq = ? WHERE id = ?`
+)
+
+// Read statements, prepared on the read pool.
+const (
+	qEvents  = `SELECT seq, id, type, version, directory, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+	qLastSeq = `SELECT last_seq FROM sessions WHERE id = ?`
+)
+
+// Store is a store.Store backed by one SQLite database file.
+type Store struct {
+	w *sql.DB // exactly one connection; all writes
+	r *sql.DB // query-only pool; all reads
+
+	mu  sync.Mutex // serialises writers and guards ord
+	ord int64      // last creation position handed out
+	ws  map[string]*sql.Stmt
+
+	events, lastSeq *sql.Stmt
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(FULL)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the database at path, creating its parent
+// directories.
+func Open(ctx context.Context, path string) (_ *Store, err error) {
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sqlite: create data dir: %w", err)
+		}
+	}
+	s := &Store{ws: map[string]*sql.Stmt{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+
+	s.w, err = sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+
+	var mode string
+	if err = s.w.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	if mode != "wal" {
+		return nil, fmt.Errorf("sqlite: journal mode is %q, want wal", mode)
+	}
+	if err = s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	if err = s.w.QueryRowContext(ctx, `SELECT MAX(
+		(SELECT IFNULL(MAX(ord), 0) FROM sessions),
+		(SELECT IFNULL(MAX(ord), 0) FROM messages),
+		(SELECT IFNULL(MAX(ord), 0) FROM parts),
+		(SELECT IFNULL(MAX(ord), 0) FROM inputs))`).Scan(&s.ord); err != nil {
+		return nil, fmt.Errorf("sqlite: load order: %w", err)
+	}
+	for _, q := range []string{qAdmitTaken, qSessionSeq, qInputExists, qUpsertSess, qUpsertMsg,
+		qMsgInSession, qUpsertPart, qAdmit, qUpdateInput, qAppendEvent, qSetLastSeq} {
+		st, perr := s.w.PrepareContext(ctx, q)
+		if perr != nil {
+			return nil, fmt.Errorf("sqlite: prepare: %w", perr)
+		}
+		s.ws[q] = st
+	}
+
+	s.r, err = sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	s.r.SetMaxOpenConns(n)
+	s.r.SetMaxIdleConns(n)
+	if s.events, err = s.r.PrepareContext(ctx, qEvents); err != nil {
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	if s.lastSeq, err = s.r.PrepareContext(ctx, qLastSeq); err != nil {
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	var v int
+	if err := s.w.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return fmt.Errorf("sqlite: schema version: %w", err)
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("sqlite: database schema version %d is newer than this server's %d", v, schemaVersion)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	for _, q := range schema {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("sqlite: migrate: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		for _, st := range []*sql.Stmt{s.events, s.lastSeq} {
+			if st != nil {
+				errs = append(errs, st.Close())
+			}
+		}
+		if s.r != nil {
+			errs = append(errs, s.r.Close())
+		}
+		s.mu.Lock()
+		for _, st := range s.ws {
+			errs = append(errs, st.Close())
+		}
+		if s.w != nil {
+			errs = append(errs, s.w.Close())
+		}
+		s.mu.Unlock()
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// encoded is a batch marshalled ahead of taking the writer lock.
+type encoded struct {
+	session  []byte
+	messages [][]byte
+	parts    [][]byte
+	admit    [][]byte
+	inputs   [][]byte
+}
+
+func encode(b *store.Batch) (*encoded, error) {
+	var e encoded
+	var err error
+	if b.Session != nil {
+		if e.session, err = json.Marshal(b.Session); err != nil {
+			return nil, err
+		}
+	}
+	enc := func(n int, f func(int) any) ([][]byte, error) {
+		out := make([][]byte, n)
+		for i := range out {
+			if out[i], err = json.Marshal(f(i)); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	if e.messages, err = enc(len(b.Messages), func(i int) any { return b.Messages[i] }); err != nil {
+		return nil, err
+	}
+	if e.parts, err = enc(len(b.Parts), func(i int) any { return b.Parts[i] }); err != nil {
+		return nil, err
+	}
+	if e.admit, err = enc(len(b.Admit), func(i int) any { return b.Admit[i] }); err != nil {
+		return nil, err
+	}
+	if e.inputs, err = enc(len(b.Inputs), func(i int) any { return b.Inputs[i] }); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// Commit implements store.Store.
+func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	enc, err := encode(b)
+	if err != nil {
+		return fmt.Errorf("sqlite: encode batch: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Once started, a commit runs to completion or fails as a whole; the
+	// caller's cancellation is only honoured before that point.
+	ctx = context.WithoutCancel(ctx)
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	defer tx.Rollback()
+	st := func(q string) *sql.Stmt { return tx.StmtContext(ctx, s.ws[q]) }
+
+	// Validate everything first so the batch applies all or nothing.
+	if len(b.Admit) > 0 {
+		taken := st(qAdmitTaken)
+		seen := make(map[string]bool, len(b.Admit))
+		for _, in := range b.Admit {
+			if seen[in.ID] {
+				return store.ErrConflict
+			}
+			seen[in.ID] = true
+			var used bool
+			if err := taken.QueryRowContext(ctx, in.ID).Scan(&used); err != nil {
+				return fmt.Errorf("sqlite: commit: %w", err)
+			}
+			if used {
+				return store.ErrConflict
+			}
+		}
+	}
+	var lastSeq int64
+	exists := true
+	if err := st(qSessionSeq).QueryRowContext(ctx, sessionID).Scan(&lastSeq); errors.Is(err, sql.ErrNoRows) {
+		exists = false
+	} else if err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	if !exists && b.Session == nil {
+		return store.ErrNotFound
+	}
+	if len(b.Inputs) > 0 {
+		ie := st(qInputExists)
+		for _, in := range b.Inputs {
+			var ok bool
+			if err := ie.QueryRowContext(ctx, in.ID).Scan(&ok); err != nil {
+				return fmt.Errorf("sqlite: commit: %w", err)
+			}
+			if !ok {
+				return store.ErrNotFound
+			}
+		}
+	}
+
+	// Apply. ord only moves forward; a position handed to a row that turned
+	// out to exist already is simply skipped.
+	ord := s.ord
+	if b.Session != nil {
+		ord++
+		if _, err := st(qUpsertSess).ExecContext(ctx, sessionID, ord, enc.session); err != nil {
+			return fmt.Errorf("sqlite: commit session: %w", err)
+		}
+	}
+	if len(b.Messages) > 0 {
+		um := st(qUpsertMsg)
+		for i, m := range b.Messages {
+			ord++
+			if _, err := um.ExecContext(ctx, m.ID, sessionID, ord, enc.messages[i]); err != nil {
+				return fmt.Errorf("sqlite: commit message: %w", err)
+			}
+		}
+	}
+	if len(b.Parts) > 0 {
+		mis, up := st(qMsgInSession), st(qUpsertPart)
+		for i, p := range b.Parts {
+			var ok bool
+			if err := mis.QueryRowContext(ctx, p.MessageID, sessionID).Scan(&ok); err != nil {
+				return fmt.Errorf("sqlite: commit part: %w", err)
+			}
+			if !ok {
+				continue // a part of an unknown message is dropped
+			}
+			ord++
+			if _, err := up.ExecContext(ctx, p.ID, p.MessageID, sessionID, ord, enc.parts[i]); err != nil {
+				return fmt.Errorf("sqlite: commit part: %w", err)
+			}
+		}
+	}
+	var admitOrd []int64
+	if len(b.Admit) > 0 {
+		ad := st(qAdmit)
+		admitOrd = make([]int64, len(b.Admit))
+		for i, in := range b.Admit {
+			ord++
+			admitOrd[i] = ord
+			if _, err := ad.ExecContext(ctx, in.ID, sessionID, ord, string(in.State), enc.admit[i]); err != nil {
+				return fmt.Errorf("sqlite: commit admit: %w", err)
+			}
+		}
+	}
+	if len(b.Inputs) > 0 {
+		ui := st(qUpdateInput)
+		for i, in := range b.Inputs {
+			if _, err := ui.ExecContext(ctx, string(in.State), enc.inputs[i], in.ID); err != nil {
+				return fmt.Errorf("sqlite: commit input: %w", err)
+			}
+		}
+	}
+	if len(b.Events) > 0 {
+		ae := st(qAppendEvent)
+		for i, e := range b.Events {
+			if _, err := ae.ExecContext(ctx, sessionID, lastSeq+int64(i)+1, e.ID, e.Type, e.Version, e.Directory, []byte(e.Data)); err != nil {
+				return fmt.Errorf("sqlite: commit event: %w", err)
+			}
+		}
+		if _, err := st(qSetLastSeq).ExecContext(ctx, lastSeq+int64(len(b.Events)), sessionID); err != nil {
+			return fmt.Errorf("sqlite: commit: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: commit: %w", err)
+	}
+	s.ord = ord
+
+	// Only a committed batch reports its positions back to the caller.
+	for i, in := range b.Admit {
+		in.Order = admitOrd[i]
+	}
+	for i, e := range b.Events {
+		e.Seq = lastSeq + int64(i) + 1
+		e.Durable = true
+	}
+	return nil
+}
+
+// GetSession implements store.Store.
+func (s *Store) GetSession(ctx context.Context, id string) (opencode.Session, error) {
+	var sess opencode.Session
+	var js []byte
+	err := s.r.QueryRowContext(ctx, `SELECT json FROM sessions WHERE id = ?`, id).Scan(&js)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sess, store.ErrNotFound
+	}
+	if err != nil {
+		return sess, fmt.Errorf("sqlite: get session: %w", err)
+	}
+	if err := json.Unmarshal(js, &sess); err != nil {
+		return sess, fmt.Errorf("sqlite: decode session: %w", err)
+	}
+	return sess, nil
+}
+
+// ListSessions implements store.Store.
+func (s *Store) ListSessions(ctx context.Context) ([]opencode.Session, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT json FROM sessions ORDER BY ord`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []opencode.Session{}
+	for rows.Next() {
+		var js []byte
+		if err := rows.Scan(&js); err != nil {
+			return nil, fmt.Errorf("sqlite: list sessions: %w", err)
+		}
+		var sess opencode.Session
+		if err := json.Unmarshal(js, &sess); err != nil {
+			return nil, fmt.Errorf("sqlite: decode session: %w", err)
+		}
+		out = append(out, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list sessions: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteSession implements store.Store.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: begin: %w", err)
+	}
+	defer tx.Rollback()
+	// Children first, explicitly: cheaper than row-by-row cascades and
+	// independent of the foreign-key setting.
+	for _, q := range []string{
+		`DELETE FROM parts WHERE session_id = ?`,
+		`DELETE FROM messages WHERE session_id = ?`,
+		`DELETE FROM inputs WHERE session_id = ?`,
+		`DELETE FROM events WHERE session_id = ?`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, id); err != nil {
+			return fmt.Errorf("sqlite: delete session: %w", err)
+		}
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("sqlite: delete session: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("sqlite: delete session: %w", err)
+	} else if n == 0 {
+		return store.ErrNotFound
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: delete session: %w", err)
+	}
+	return nil
+}
+
+// sessionExists reports whether the session exists, using q (a tx or the pool).
+func sessionExists(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, id string) (bool, error) {
+	var ok bool
+	err := q.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM sessions WHERE id = ?)`, id).Scan(&ok)
+	return ok, err
+}
+
+// readTx runs f in one read transaction, so multi-query reads see one snapshot.
+func (s *Store) readTx(ctx context.Context, f func(*sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return f(tx)
+}
+
+func decodeParts(rows *sql.Rows, byMsg map[string][]opencode.Part) error {
+	defer rows.Close()
+	for rows.Next() {
+		var mid string
+		var js []byte
+		if err := rows.Scan(&mid, &js); err != nil {
+			return err
+		}
+		var p opencode.Part
+		if err := json.Unmarshal(js, &p); err != nil {
+			return fmt.Errorf("decode part: %w", err)
+		}
+		byMsg[mid] = append(byMsg[mid], p)
+	}
+	return rows.Err()
+}
+
+// ListMessages implements store.Store.
+func (s *Store) ListMessages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error) {
+	var out []opencode.MessageWithParts
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		ok, err := sessionExists(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return store.ErrNotFound
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT json FROM messages WHERE session_id = ? ORDER BY ord`, sessionID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		out = []opencode.MessageWithParts{}
+		for rows.Next() {
+			var js []byte
+			if err := rows.Scan(&js); err != nil {
+				return err
+			}
+			var m opencode.Message
+			if err := json.Unmarshal(js, &m); err != nil {
+				return fmt.Errorf("decode message: %w", err)
+			}
+			out = append(out, opencode.MessageWithParts{Info: m})
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		prows, err := tx.QueryContext(ctx, `SELECT message_id, json FROM parts WHERE session_id = ? ORDER BY ord`, sessionID)
+		if err != nil {
+			return err
+		}
+		byMsg := map[string][]opencode.Part{}
+		if err := decodeParts(prows, byMsg); err != nil {
+			return err
+		}
+		for i := range out {
+			out[i].Parts = byMsg[out[i].Info.ID]
+			if out[i].Parts == nil {
+				out[i].Parts = []opencode.Part{}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("sqlite: list messages: %w", err)
+	}
+	return out, nil
+}
+
+// GetMessage implements store.Store.
+func (s *Store) GetMessage(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error) {
+	var out opencode.MessageWithParts
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var js []byte
+		err := tx.QueryRowContext(ctx, `SELECT json FROM messages WHERE id = ? AND session_id = ?`, messageID, sessionID).Scan(&js)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(js, &out.Info); err != nil {
+			return fmt.Errorf("decode message: %w", err)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT message_id, json FROM parts WHERE message_id = ? ORDER BY ord`, messageID)
+		if err != nil {
+			return err
+		}
+		byMsg := map[string][]opencode.Part{}
+		if err := decodeParts(rows, byMsg); err != nil {
+			return err
+		}
+		out.Parts = byMsg[messageID]
+		if out.Parts == nil {
+			out.Parts = []opencode.Part{}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return opencode.MessageWithParts{}, err
+		}
+		return opencode.MessageWithParts{}, fmt.Errorf("sqlite: get message: %w", err)
+	}
+	return out, nil
+}
+
+// MessageExists implements store.Store.
+func (s *Store) MessageExists(ctx context.Context, messageID string) (bool, error) {
+	var ok bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS(SELECT 1 FROM messages WHERE id = ?)`, messageID).Scan(&ok); err != nil {
+		return false, fmt.Errorf("sqlite: message exists: %w", err)
+	}
+	return ok, nil
+}
+
+func decodeInput(ord int64, js []byte) (*opencode.Input, error) {
+	in := new(opencode.Input)
+	if err := json.Unmarshal(js, in); err != nil {
+		return nil, fmt.Errorf("sqlite: decode input: %w", err)
+	}
+	in.Order = ord
+	return in, nil
+}
+
+// GetInput implements store.Store.
+func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error) {
+	var ord int64
+	var js []byte
+	err := s.r.QueryRowContext(ctx, `SELECT ord, json FROM inputs WHERE id = ?`, id).Scan(&ord, &js)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get input: %w", err)
+	}
+	return decodeInput(ord, js)
+}
+
+// PendingInputs implements store.Store.
+func (s *Store) PendingInputs(ctx context.Context, sessionID string) ([]*opencode.Input, error) {
+	var out []*opencode.Input
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT ord, json FROM inputs WHERE session_id = ? AND state = ? ORDER BY ord`,
+			sessionID, string(opencode.InputPending))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ord int64
+			var js []byte
+			if err := rows.Scan(&ord, &js); err != nil {
+				return err
+			}
+			in, err := decodeInput(ord, js)
+			if err != nil {
+				return err
+			}
+			out = append(out, in)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(out) == 0 {
+			ok, err := sessionExists(ctx, tx, sessionID)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return store.ErrNotFound
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("sqlite: pending inputs: %w", err)
+	}
+	return out, nil
+}
+
+// Events implements store.Store.
+func (s *Store) Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error) {
+	if after < 0 {
+		after = 0
+	}
+	lim := int64(limit)
+	if limit <= 0 {
+		lim = -1
+	}
+	rows, err := s.events.QueryContext(ctx, sessionID, after, lim)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: events: %w", err)
+	}
+	defer rows.Close()
+	var out []*opencode.Event
+	for rows.Next() {
+		e := &opencode.Event{SessionID: sessionID, Durable: true}
+		var data []byte
+		if err := rows.Scan(&e.Seq, &e.ID, &e.Type, &e.Version, &e.Directory, &data); err != nil {
+			return nil, fmt.Errorf("sqlite: events: %w", err)
+		}
+		if data != nil {
+			e.Data = json.RawMessage(data)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: events: %w", err)
+	}
+	if len(out) == 0 {
+		// Tell an empty log from a missing session.
+		if _, err := s.LastSeq(ctx, sessionID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// LastSeq implements store.Store.
+func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	var seq int64
+	err := s.lastSeq.QueryRowContext(ctx, sessionID).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, store.ErrNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: last seq: %w", err)
+	}
+	return seq, nil
+}

@@ -1,0 +1,78 @@
+// Package store defines the durable state of the server: sessions, messages,
+// parts, admitted inputs and a per-session append-only event log with a
+// gapless sequence. store/sqlite is the embedded default, store/memory the
+// in-memory implementation; both pass store/storetest.
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// ErrNotFound is returned for a missing session, message or input.
+var ErrNotFound = errors.New("not found")
+
+// ErrConflict is returned when an admitted input's ID is already taken (by an
+// input or a message) or a created session already exists.
+var ErrConflict = errors.New("conflict")
+
+// Batch is one atomic write. Everything in it commits together or not at all,
+// so a state change and the events that describe it can never disagree, even
+// across a crash.
+type Batch struct {
+	// Session, if set, is inserted or replaced.
+	Session *opencode.Session
+	// Messages and Parts are inserted or replaced; a new one takes the next
+	// creation position, a replaced one keeps its position.
+	Messages []opencode.Message
+	Parts    []opencode.Part
+	// Admit inserts new inputs; an ID already used by any input or message
+	// fails the whole batch with ErrConflict.
+	Admit []*opencode.Input
+	// Inputs replaces existing inputs (state, delivery, parts, seqs).
+	Inputs []*opencode.Input
+	// Events are appended to the session's log in order; Commit sets each
+	// one's Seq (last seq + 1, + 2, ...).
+	Events []*opencode.Event
+}
+
+// Empty reports whether the batch writes nothing.
+func (b *Batch) Empty() bool {
+	return b.Session == nil && len(b.Messages) == 0 && len(b.Parts) == 0 &&
+		len(b.Admit) == 0 && len(b.Inputs) == 0 && len(b.Events) == 0
+}
+
+// Store is the durable state. All methods are safe for concurrent use; the
+// lifecycle layer guarantees one writer per session.
+type Store interface {
+	// Commit applies b atomically for session sessionID and assigns the
+	// sequence numbers of its events.
+	Commit(ctx context.Context, sessionID string, b *Batch) error
+
+	GetSession(ctx context.Context, id string) (opencode.Session, error)
+	// ListSessions returns all sessions, oldest created first.
+	ListSessions(ctx context.Context) ([]opencode.Session, error)
+	// DeleteSession removes a session with its messages, parts, inputs and log.
+	DeleteSession(ctx context.Context, id string) error
+
+	// ListMessages returns a session's messages with their parts in creation order.
+	ListMessages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error)
+	GetMessage(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error)
+	// MessageExists reports whether any session has a message with this ID.
+	MessageExists(ctx context.Context, messageID string) (bool, error)
+
+	// GetInput returns the input with this ID in any session.
+	GetInput(ctx context.Context, id string) (*opencode.Input, error)
+	// PendingInputs returns a session's pending inputs in admission order.
+	PendingInputs(ctx context.Context, sessionID string) ([]*opencode.Input, error)
+
+	// Events returns up to limit (all if limit <= 0) durable events of the
+	// session with seq > after, in seq order.
+	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
+	// LastSeq is the seq of the session's last event, 0 if it has none.
+	LastSeq(ctx context.Context, sessionID string) (int64, error)
+
+	Close() error
+}

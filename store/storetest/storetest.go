@@ -1,0 +1,956 @@
+// Package storetest is the conformance suite every store.Store passes:
+// store/memory (the reference semantics) and store/sqlite run it from their
+// tests. Values are compared in their JSON shapes, the shapes clients see,
+// because a persistent store round-trips them through encoding/json.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/store"
+)
+
+// Opener returns a fresh, empty store. The suite closes it (exactly once);
+// the opener only cleans up what Close does not (temporary directories).
+type Opener func(t *testing.T) store.Store
+
+// Run runs the conformance suite against stores made by open.
+func Run(t *testing.T, open Opener) {
+	tests := []struct {
+		name string
+		f    func(*testing.T, store.Store)
+	}{
+		{"Sessions", testSessions},
+		{"DeleteSessionCascades", testDeleteCascades},
+		{"Messages", testMessages},
+		{"PartsOfUnknownMessageDropped", testOrphanParts},
+		{"AdmitConflict", testAdmitConflict},
+		{"BatchAllOrNothing", testAllOrNothing},
+		{"CancelledContext", testCancelled},
+		{"PendingInputs", testPendingInputs},
+		{"GetInputAcrossSessions", testGetInputAcrossSessions},
+		{"Events", testEvents},
+		{"EventsAfterLimit", testEventsAfterLimit},
+		{"EventsIndependentSessions", testEventsIndependent},
+		{"ConcurrentSessions", testConcurrentSessions},
+		{"ConcurrentSameSession", testConcurrentSameSession},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			tc.f(t, s)
+		})
+	}
+	t.Run("Model", func(t *testing.T) { testModel(t, open) })
+}
+
+// ---- fixtures ----
+
+// NewSession returns a session fixture.
+func NewSession(id string) *opencode.Session {
+	return &opencode.Session{ID: id, Slug: "slug-" + id, ProjectID: "prj_1", Directory: "/work/" + id,
+		Title: "Session " + id, Version: opencode.Version, Metadata: json.RawMessage(`{"k":"v"}`),
+		Time: opencode.SessionTime{Created: 1700000000000, Updated: 1700000000001}}
+}
+
+// UserMessage returns a user message fixture.
+func UserMessage(sessionID, id string) opencode.Message {
+	return opencode.Message{ID: id, SessionID: sessionID, Role: opencode.User, Agent: "build",
+		Model: &opencode.MessageModel{ProviderID: "anthropic", ModelID: "claude"},
+		Time:  opencode.MessageTime{Created: 1700000000100}, Tools: map[string]bool{"bash": true}}
+}
+
+// AssistantMessage returns an assistant message fixture.
+func AssistantMessage(sessionID, id, parentID string) opencode.Message {
+	done := int64(1700000000300)
+	return opencode.Message{ID: id, SessionID: sessionID, Role: opencode.Assistant, ParentID: parentID,
+		ModelID: "claude", ProviderID: "anthropic", Mode: "build", Agent: "build",
+		Path: opencode.MessagePath{Cwd: "/work", Root: "/work"}, Cost: 0.25, Finish: "stop",
+		Tokens: opencode.Tokens{Input: 10, Output: 20, Cache: opencode.CacheUsage{Read: 3}},
+		Time:   opencode.MessageTime{Created: 1700000000200, Completed: &done}}
+}
+
+// TextPart returns a text part fixture.
+func TextPart(sessionID, messageID, id, text string) opencode.Part {
+	return opencode.Part{ID: id, SessionID: sessionID, MessageID: messageID, Type: opencode.PartText, Text: text,
+		Time: &opencode.PartTime{Start: 1}}
+}
+
+// ToolPart returns a completed tool part fixture.
+func ToolPart(sessionID, messageID, id string) opencode.Part {
+	out := "ok"
+	return opencode.Part{ID: id, SessionID: sessionID, MessageID: messageID, Type: opencode.PartTool,
+		CallID: "call_" + id, Tool: "bash", State: &opencode.ToolState{Status: "completed",
+			Input: json.RawMessage(`{"cmd":"ls"}`), Output: &out, Title: "ls",
+			Time: &opencode.ToolTime{Start: 5}}}
+}
+
+// NewInput returns a pending input fixture.
+func NewInput(sessionID, id string) *opencode.Input {
+	return &opencode.Input{ID: id, SessionID: sessionID, Delivery: opencode.Queue, State: opencode.InputPending,
+		Parts:       []opencode.Part{TextPart(sessionID, id, "prt_"+id, "hello "+id)},
+		Agent:       "build",
+		Fingerprint: "fp-" + id, TimeCreated: 1700000000050}
+}
+
+// NewEvent returns a durable event fixture (Seq unset).
+func NewEvent(sessionID, id string, n int) *opencode.Event {
+	return &opencode.Event{ID: id, Type: opencode.EvPromptAdmitted, SessionID: sessionID,
+		Directory: "/work/" + sessionID, Version: 2, Data: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))}
+}
+
+// ---- helpers ----
+
+// tb is the part of testing.TB that *rapid.T also has.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+func commit(t tb, s store.Store, sid string, b *store.Batch) {
+	t.Helper()
+	if err := s.Commit(context.Background(), sid, b); err != nil {
+		t.Fatalf("Commit(%s): %v", sid, err)
+	}
+}
+
+func jsonOf(t tb, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("marshal %T: %v", v, err)
+	}
+	return string(b)
+}
+
+func eqJSON(t tb, what string, got, want any) {
+	t.Helper()
+	if g, w := jsonOf(t, got), jsonOf(t, want); g != w {
+		t.Fatalf("%s:\n got  %s\n want %s", what, g, w)
+	}
+}
+
+func wantErr(t tb, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: err = %v, want %v", what, err, want)
+	}
+}
+
+func eqEvent(t tb, what string, got, want *opencode.Event) {
+	t.Helper()
+	if got.ID != want.ID || got.Type != want.Type || got.SessionID != want.SessionID ||
+		got.Directory != want.Directory || got.Seq != want.Seq || got.Version != want.Version ||
+		got.Durable != want.Durable || string(got.Data) != string(want.Data) {
+		t.Fatalf("%s: got {%s %s %s %s seq=%d v=%d durable=%v %s}, want {%s %s %s %s seq=%d v=%d durable=%v %s}", what,
+			got.ID, got.Type, got.SessionID, got.Directory, got.Seq, got.Version, got.Durable, got.Data,
+			want.ID, want.Type, want.SessionID, want.Directory, want.Seq, want.Version, want.Durable, want.Data)
+	}
+}
+
+func sessionIDs(t tb, s store.Store) []string {
+	t.Helper()
+	all, err := s.ListSessions(context.Background())
+	if err != nil {
+		t.Fatalf("ListSessions: %v", err)
+	}
+	ids := make([]string, len(all))
+	for i, x := range all {
+		ids[i] = x.ID
+	}
+	return ids
+}
+
+func messageIDs(t tb, s store.Store, sid string) []string {
+	t.Helper()
+	ms, err := s.ListMessages(context.Background(), sid)
+	if err != nil {
+		t.Fatalf("ListMessages(%s): %v", sid, err)
+	}
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.Info.ID
+	}
+	return ids
+}
+
+func partIDs(mp opencode.MessageWithParts) []string {
+	ids := make([]string, len(mp.Parts))
+	for i, p := range mp.Parts {
+		ids[i] = p.ID
+	}
+	return ids
+}
+
+func pendingIDs(t tb, s store.Store, sid string) []string {
+	t.Helper()
+	ins, err := s.PendingInputs(context.Background(), sid)
+	if err != nil {
+		t.Fatalf("PendingInputs(%s): %v", sid, err)
+	}
+	ids := make([]string, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+		if i > 0 && ins[i-1].Order >= in.Order {
+			t.Fatalf("PendingInputs(%s): order not increasing: %d then %d", sid, ins[i-1].Order, in.Order)
+		}
+	}
+	return ids
+}
+
+func eqStrings(t tb, what string, got, want []string) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(got) != len(want) {
+		t.Fatalf("%s: got %q, want %q", what, got, want)
+	}
+}
+
+func lastSeq(t tb, s store.Store, sid string) int64 {
+	t.Helper()
+	n, err := s.LastSeq(context.Background(), sid)
+	if err != nil {
+		t.Fatalf("LastSeq(%s): %v", sid, err)
+	}
+	return n
+}
+
+func events(t tb, s store.Store, sid string, after int64, limit int) []*opencode.Event {
+	t.Helper()
+	evs, err := s.Events(context.Background(), sid, after, limit)
+	if err != nil {
+		t.Fatalf("Events(%s, %d, %d): %v", sid, after, limit, err)
+	}
+	return evs
+}
+
+// checkGapless checks that the log of sid is 1..n without holes.
+func checkGapless(t tb, s store.Store, sid string, n int64) []*opencode.Event {
+	t.Helper()
+	evs := events(t, s, sid, 0, 0)
+	if int64(len(evs)) != n {
+		t.Fatalf("%s: %d events, want %d", sid, len(evs), n)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i)+1 || !e.Durable {
+			t.Fatalf("%s: event %d has seq %d durable %v", sid, i, e.Seq, e.Durable)
+		}
+	}
+	if got := lastSeq(t, s, sid); got != n {
+		t.Fatalf("%s: LastSeq = %d, want %d", sid, got, n)
+	}
+	return evs
+}
+
+// ---- tests ----
+
+func testSessions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	_, err := s.GetSession(ctx, "ses_a")
+	wantErr(t, "GetSession(missing)", err, store.ErrNotFound)
+	eqStrings(t, "ListSessions(empty)", sessionIDs(t, s), nil)
+	wantErr(t, "Commit to missing session", s.Commit(ctx, "ses_a", &store.Batch{Events: []*opencode.Event{NewEvent("ses_a", "e", 1)}}), store.ErrNotFound)
+
+	for _, id := range []string{"ses_c", "ses_a", "ses_b"} { // creation order, not ID order
+		commit(t, s, id, &store.Batch{Session: NewSession(id)})
+	}
+	eqStrings(t, "ListSessions", sessionIDs(t, s), []string{"ses_c", "ses_a", "ses_b"})
+	got, err := s.GetSession(ctx, "ses_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqJSON(t, "GetSession", got, NewSession("ses_a"))
+	if n := lastSeq(t, s, "ses_a"); n != 0 {
+		t.Fatalf("LastSeq of a new session = %d", n)
+	}
+
+	// Replacing keeps the creation position.
+	upd := NewSession("ses_c")
+	upd.Title = "renamed"
+	arch := 1.5
+	upd.Time.Archived = &arch
+	upd.Summary = &opencode.SessionSummary{Additions: 3}
+	commit(t, s, "ses_c", &store.Batch{Session: upd})
+	eqStrings(t, "ListSessions after update", sessionIDs(t, s), []string{"ses_c", "ses_a", "ses_b"})
+	got, _ = s.GetSession(ctx, "ses_c")
+	eqJSON(t, "GetSession after update", got, upd)
+	all, _ := s.ListSessions(ctx)
+	eqJSON(t, "ListSessions values", all, []*opencode.Session{upd, NewSession("ses_a"), NewSession("ses_b")})
+
+	if err := s.DeleteSession(ctx, "ses_a"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "DeleteSession twice", s.DeleteSession(ctx, "ses_a"), store.ErrNotFound)
+	_, err = s.GetSession(ctx, "ses_a")
+	wantErr(t, "GetSession(deleted)", err, store.ErrNotFound)
+	eqStrings(t, "ListSessions after delete", sessionIDs(t, s), []string{"ses_c", "ses_b"})
+
+	// Re-created, it is the newest.
+	commit(t, s, "ses_a", &store.Batch{Session: NewSession("ses_a")})
+	eqStrings(t, "ListSessions after re-create", sessionIDs(t, s), []string{"ses_c", "ses_b", "ses_a"})
+}
+
+// populate fills session sid with two messages with parts, two inputs (one
+// delivered) and three events.
+func populate(t tb, s store.Store, sid string) {
+	t.Helper()
+	in1, in2 := NewInput(sid, sid+"_in1"), NewInput(sid, sid+"_in2")
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid), Admit: []*opencode.Input{in1, in2},
+		Events: []*opencode.Event{NewEvent(sid, sid+"_e1", 1), NewEvent(sid, sid+"_e2", 2)}})
+	del := *in1
+	del.State = opencode.InputDelivered
+	del.PromotedSeq = 2
+	commit(t, s, sid, &store.Batch{
+		Messages: []opencode.Message{UserMessage(sid, in1.ID), AssistantMessage(sid, sid+"_m2", in1.ID)},
+		Parts: []opencode.Part{TextPart(sid, in1.ID, sid+"_p1", "hi"), ToolPart(sid, sid+"_m2", sid+"_p2"),
+			TextPart(sid, sid+"_m2", sid+"_p3", "done")},
+		Inputs: []*opencode.Input{&del},
+		Events: []*opencode.Event{NewEvent(sid, sid+"_e3", 3)},
+	})
+}
+
+func testDeleteCascades(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	populate(t, s, "ses_x")
+	populate(t, s, "ses_y")
+	if err := s.DeleteSession(ctx, "ses_x"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"ses_x_in1", "ses_x_m2"} {
+		if ok, err := s.MessageExists(ctx, id); err != nil || ok {
+			t.Fatalf("MessageExists(%s) after delete = %v, %v", id, ok, err)
+		}
+	}
+	for _, id := range []string{"ses_x_in1", "ses_x_in2"} {
+		_, err := s.GetInput(ctx, id)
+		wantErr(t, "GetInput after delete", err, store.ErrNotFound)
+	}
+	_, err := s.ListMessages(ctx, "ses_x")
+	wantErr(t, "ListMessages after delete", err, store.ErrNotFound)
+	_, err = s.GetMessage(ctx, "ses_x", "ses_x_m2")
+	wantErr(t, "GetMessage after delete", err, store.ErrNotFound)
+	_, err = s.PendingInputs(ctx, "ses_x")
+	wantErr(t, "PendingInputs after delete", err, store.ErrNotFound)
+	_, err = s.Events(ctx, "ses_x", 0, 0)
+	wantErr(t, "Events after delete", err, store.ErrNotFound)
+	_, err = s.LastSeq(ctx, "ses_x")
+	wantErr(t, "LastSeq after delete", err, store.ErrNotFound)
+
+	// The other session is untouched.
+	eqStrings(t, "ses_y messages", messageIDs(t, s, "ses_y"), []string{"ses_y_in1", "ses_y_m2"})
+	eqStrings(t, "ses_y pending", pendingIDs(t, s, "ses_y"), []string{"ses_y_in2"})
+	checkGapless(t, s, "ses_y", 3)
+
+	// Its IDs are free again, and a re-created session starts empty.
+	commit(t, s, "ses_x", &store.Batch{Session: NewSession("ses_x"), Admit: []*opencode.Input{NewInput("ses_x", "ses_x_in1")}})
+	eqStrings(t, "re-created messages", messageIDs(t, s, "ses_x"), nil)
+	eqStrings(t, "re-created pending", pendingIDs(t, s, "ses_x"), []string{"ses_x_in1"})
+	checkGapless(t, s, "ses_x", 0)
+	commit(t, s, "ses_x", &store.Batch{Events: []*opencode.Event{NewEvent("ses_x", "again", 1)}})
+	checkGapless(t, s, "ses_x", 1)
+}
+
+func testMessages(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid = "ses_m"
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid)})
+	commit(t, s, "ses_other", &store.Batch{Session: NewSession("ses_other"),
+		Messages: []opencode.Message{UserMessage("ses_other", "msg_o")}})
+	eqStrings(t, "empty session", messageIDs(t, s, sid), nil)
+	if ms, _ := s.ListMessages(ctx, sid); len(ms) != 0 {
+		t.Fatalf("ListMessages(empty) = %v", ms)
+	}
+
+	m1, m2 := UserMessage(sid, "msg_1"), AssistantMessage(sid, "msg_2", "msg_1")
+	p1, p2 := TextPart(sid, "msg_1", "prt_1", "question"), TextPart(sid, "msg_2", "prt_2", "answer")
+	p3 := ToolPart(sid, "msg_2", "prt_3")
+	commit(t, s, sid, &store.Batch{Messages: []opencode.Message{m1, m2}, Parts: []opencode.Part{p1, p2, p3}})
+	// A message whose ID sorts first is still created last.
+	m0 := UserMessage(sid, "msg_0")
+	commit(t, s, sid, &store.Batch{Messages: []opencode.Message{m0}})
+	eqStrings(t, "creation order", messageIDs(t, s, sid), []string{"msg_1", "msg_2", "msg_0"})
+
+	// Replacing a message and a part keeps both positions; a new part goes last.
+	m1b := m1
+	m1b.Summary = &opencode.UserSummary{Title: "t", Diffs: []json.RawMessage{}}
+	m2b := m2
+	m2b.Error = &opencode.NamedError{Name: "APIError", Data: map[string]any{"message": "boom"}}
+	m2b.Finish = "error"
+	p2b := p2
+	p2b.Text = "answer, longer"
+	p0 := TextPart(sid, "msg_2", "prt_0", "late")
+	commit(t, s, sid, &store.Batch{Messages: []opencode.Message{m2b, m1b}, Parts: []opencode.Part{p0, p2b}})
+	eqStrings(t, "order after replace", messageIDs(t, s, sid), []string{"msg_1", "msg_2", "msg_0"})
+
+	ms, err := s.ListMessages(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqJSON(t, "ListMessages", ms, []opencode.MessageWithParts{
+		{Info: m1b, Parts: []opencode.Part{p1}},
+		{Info: m2b, Parts: []opencode.Part{p2b, p3, p0}},
+		{Info: m0, Parts: []opencode.Part{}},
+	})
+
+	got, err := s.GetMessage(ctx, sid, "msg_2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqJSON(t, "GetMessage", got, opencode.MessageWithParts{Info: m2b, Parts: []opencode.Part{p2b, p3, p0}})
+	got, err = s.GetMessage(ctx, sid, "msg_0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Parts) != 0 {
+		t.Fatalf("GetMessage(no parts) has %d parts", len(got.Parts))
+	}
+	_, err = s.GetMessage(ctx, sid, "msg_missing")
+	wantErr(t, "GetMessage(missing)", err, store.ErrNotFound)
+	_, err = s.GetMessage(ctx, sid, "msg_o")
+	wantErr(t, "GetMessage(of another session)", err, store.ErrNotFound)
+	_, err = s.GetMessage(ctx, "ses_missing", "msg_1")
+	wantErr(t, "GetMessage(missing session)", err, store.ErrNotFound)
+	_, err = s.ListMessages(ctx, "ses_missing")
+	wantErr(t, "ListMessages(missing session)", err, store.ErrNotFound)
+
+	for id, want := range map[string]bool{"msg_1": true, "msg_0": true, "msg_o": true, "msg_missing": false, "prt_1": false} {
+		ok, err := s.MessageExists(ctx, id)
+		if err != nil || ok != want {
+			t.Fatalf("MessageExists(%s) = %v, %v; want %v", id, ok, err, want)
+		}
+	}
+	eqStrings(t, "other session", messageIDs(t, s, "ses_other"), []string{"msg_o"})
+}
+
+func testOrphanParts(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid = "ses_p"
+	commit(t, s, "ses_q", &store.Batch{Session: NewSession("ses_q"), Messages: []opencode.Message{UserMessage("ses_q", "msg_q")}})
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid), Messages: []opencode.Message{UserMessage(sid, "msg_1")},
+		Parts: []opencode.Part{
+			TextPart(sid, "msg_1", "prt_1", "kept"),
+			TextPart(sid, "msg_nope", "prt_2", "dropped"),
+			TextPart(sid, "msg_q", "prt_3", "dropped: message of another session"),
+		},
+		Events: []*opencode.Event{NewEvent(sid, "e1", 1)}})
+	ms, err := s.ListMessages(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 || len(ms[0].Parts) != 1 || ms[0].Parts[0].ID != "prt_1" {
+		t.Fatalf("ListMessages = %s", jsonOf(t, ms))
+	}
+	q, _ := s.GetMessage(ctx, "ses_q", "msg_q")
+	if len(q.Parts) != 0 {
+		t.Fatalf("part leaked into another session: %s", jsonOf(t, q))
+	}
+	checkGapless(t, s, sid, 1)
+}
+
+func testAdmitConflict(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	commit(t, s, "ses_1", &store.Batch{Session: NewSession("ses_1"), Messages: []opencode.Message{UserMessage("ses_1", "msg_m")}})
+	commit(t, s, "ses_2", &store.Batch{Session: NewSession("ses_2")})
+
+	in := NewInput("ses_1", "msg_in")
+	commit(t, s, "ses_1", &store.Batch{Admit: []*opencode.Input{in}})
+	if in.Order <= 0 {
+		t.Fatalf("Commit did not set the admitted input's Order: %d", in.Order)
+	}
+	got, err := s.GetInput(ctx, "msg_in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqJSON(t, "GetInput", got, in)
+	if got.Order != in.Order {
+		t.Fatalf("GetInput Order = %d, want %d", got.Order, in.Order)
+	}
+
+	for _, c := range []struct{ name, sid, id string }{
+		{"same input ID", "ses_1", "msg_in"},
+		{"input ID of another session", "ses_2", "msg_in"},
+		{"ID of a message", "ses_1", "msg_m"},
+		{"ID of a message of another session", "ses_2", "msg_m"},
+	} {
+		dup := NewInput(c.sid, c.id)
+		dup.Fingerprint = "other"
+		wantErr(t, c.name, s.Commit(ctx, c.sid, &store.Batch{Admit: []*opencode.Input{dup}}), store.ErrConflict)
+		if dup.Order != 0 {
+			t.Fatalf("%s: failed Commit set Order %d", c.name, dup.Order)
+		}
+	}
+	got, _ = s.GetInput(ctx, "msg_in")
+	eqJSON(t, "GetInput after conflicts", got, in)
+	eqStrings(t, "ses_2 pending", pendingIDs(t, s, "ses_2"), nil)
+
+	// Delivering an input as the user message of the same ID is normal.
+	commit(t, s, "ses_1", &store.Batch{Messages: []opencode.Message{UserMessage("ses_1", "msg_in")}})
+	eqStrings(t, "messages", messageIDs(t, s, "ses_1"), []string{"msg_m", "msg_in"})
+}
+
+func testAllOrNothing(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid = "ses_a"
+	populate(t, s, sid)
+	before := func() string {
+		ms, _ := s.ListMessages(ctx, sid)
+		pend, _ := s.PendingInputs(ctx, sid)
+		sess, _ := s.GetSession(ctx, sid)
+		in1, _ := s.GetInput(ctx, sid+"_in1")
+		return jsonOf(t, []any{ms, pend, sess, in1, sessionIDs(t, s)})
+	}
+	snap := before()
+
+	upd := NewSession(sid)
+	upd.Title = "must not be written"
+	in2 := NewInput(sid, sid+"_in2")
+	in2.State = opencode.InputRevoked
+	evs := []*opencode.Event{NewEvent(sid, "x1", 1), NewEvent(sid, "x2", 2)}
+	fresh := NewInput(sid, "msg_fresh")
+	bad := []struct {
+		name string
+		b    *store.Batch
+		want error
+	}{
+		{"conflicting admit", &store.Batch{
+			Session:  upd,
+			Messages: []opencode.Message{UserMessage(sid, "msg_new")},
+			Parts:    []opencode.Part{TextPart(sid, "msg_new", "prt_new", "x"), TextPart(sid, sid+"_m2", sid+"_p3", "changed")},
+			Admit:    []*opencode.Input{fresh, NewInput(sid, sid+"_in1")},
+			Inputs:   []*opencode.Input{in2},
+			Events:   evs,
+		}, store.ErrConflict},
+		{"admit conflicting with a message", &store.Batch{
+			Messages: []opencode.Message{UserMessage(sid, "msg_new")},
+			Admit:    []*opencode.Input{fresh, NewInput(sid, sid+"_m2")},
+			Events:   evs,
+		}, store.ErrConflict},
+		{"unknown input", &store.Batch{
+			Session:  upd,
+			Messages: []opencode.Message{UserMessage(sid, "msg_new")},
+			Admit:    []*opencode.Input{fresh},
+			Inputs:   []*opencode.Input{in2, NewInput(sid, "msg_unknown")},
+			Events:   evs,
+		}, store.ErrNotFound},
+	}
+	for _, c := range bad {
+		wantErr(t, c.name, s.Commit(ctx, sid, c.b), c.want)
+		if got := before(); got != snap {
+			t.Fatalf("%s: state changed:\n got  %s\n want %s", c.name, got, snap)
+		}
+		checkGapless(t, s, sid, 3)
+		for _, e := range evs {
+			if e.Seq != 0 || e.Durable {
+				t.Fatalf("%s: failed Commit set seq %d durable %v", c.name, e.Seq, e.Durable)
+			}
+		}
+		if fresh.Order != 0 {
+			t.Fatalf("%s: failed Commit set Order", c.name)
+		}
+		if ok, _ := s.MessageExists(ctx, "msg_new"); ok {
+			t.Fatalf("%s: message written", c.name)
+		}
+		_, err := s.GetInput(ctx, "msg_fresh")
+		wantErr(t, c.name+": GetInput(fresh)", err, store.ErrNotFound)
+	}
+
+	// A session created by a failing batch does not exist.
+	wantErr(t, "new session with conflict", s.Commit(ctx, "ses_new", &store.Batch{Session: NewSession("ses_new"),
+		Admit: []*opencode.Input{NewInput("ses_new", sid+"_in1")}, Events: []*opencode.Event{NewEvent("ses_new", "n1", 1)}}), store.ErrConflict)
+	_, err := s.GetSession(ctx, "ses_new")
+	wantErr(t, "GetSession(ses_new)", err, store.ErrNotFound)
+	eqStrings(t, "sessions", sessionIDs(t, s), []string{sid})
+
+	// The same events commit fine afterwards and continue the log.
+	commit(t, s, sid, &store.Batch{Events: evs})
+	if evs[0].Seq != 4 || evs[1].Seq != 5 {
+		t.Fatalf("seqs after failures = %d, %d; want 4, 5", evs[0].Seq, evs[1].Seq)
+	}
+	checkGapless(t, s, sid, 5)
+}
+
+func testCancelled(t *testing.T, s store.Store) {
+	commit(t, s, "ses_c", &store.Batch{Session: NewSession("ses_c")})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e := NewEvent("ses_c", "e1", 1)
+	err := s.Commit(ctx, "ses_c", &store.Batch{Messages: []opencode.Message{UserMessage("ses_c", "msg_1")}, Events: []*opencode.Event{e}})
+	wantErr(t, "Commit(cancelled)", err, context.Canceled)
+	if e.Seq != 0 {
+		t.Fatalf("cancelled Commit set seq %d", e.Seq)
+	}
+	checkGapless(t, s, "ses_c", 0)
+	eqStrings(t, "messages", messageIDs(t, s, "ses_c"), nil)
+}
+
+func testPendingInputs(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid = "ses_i"
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid)})
+	eqStrings(t, "no inputs", pendingIDs(t, s, sid), nil)
+	_, err := s.PendingInputs(ctx, "ses_missing")
+	wantErr(t, "PendingInputs(missing session)", err, store.ErrNotFound)
+
+	// Admission order, not ID order.
+	c, a, b := NewInput(sid, "in_c"), NewInput(sid, "in_a"), NewInput(sid, "in_b")
+	commit(t, s, sid, &store.Batch{Admit: []*opencode.Input{c, a}})
+	commit(t, s, sid, &store.Batch{Admit: []*opencode.Input{b}})
+	if !(c.Order < a.Order && a.Order < b.Order) {
+		t.Fatalf("admission orders not increasing: %d %d %d", c.Order, a.Order, b.Order)
+	}
+	eqStrings(t, "pending", pendingIDs(t, s, sid), []string{"in_c", "in_a", "in_b"})
+
+	// A steer/queue change keeps the position; delivered and revoked inputs
+	// leave the pending list but stay readable.
+	a2 := *a
+	a2.Delivery = opencode.Steer
+	a2.Order = 0 // the store keeps its own
+	c2 := *c
+	c2.State = opencode.InputDelivered
+	c2.PromotedSeq = 7
+	b2 := *b
+	b2.State = opencode.InputRevoked
+	commit(t, s, sid, &store.Batch{Inputs: []*opencode.Input{&a2, &c2}})
+	pend, err := s.PendingInputs(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pend) != 2 || pend[0].ID != "in_a" || pend[1].ID != "in_b" {
+		t.Fatalf("pending after update = %s", jsonOf(t, pend))
+	}
+	eqJSON(t, "updated input", pend[0], &a2)
+	if pend[0].Order != a.Order {
+		t.Fatalf("update changed Order: %d, want %d", pend[0].Order, a.Order)
+	}
+	commit(t, s, sid, &store.Batch{Inputs: []*opencode.Input{&b2}})
+	eqStrings(t, "pending after revoke", pendingIDs(t, s, sid), []string{"in_a"})
+
+	for _, want := range []*opencode.Input{&c2, &b2} {
+		got, err := s.GetInput(ctx, want.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eqJSON(t, "GetInput", got, want)
+	}
+	got, _ := s.GetInput(ctx, "in_c")
+	if got.Order != c.Order {
+		t.Fatalf("GetInput Order = %d, want %d", got.Order, c.Order)
+	}
+	d := NewInput(sid, "in_d")
+	commit(t, s, sid, &store.Batch{Admit: []*opencode.Input{d}})
+	eqStrings(t, "pending after new admit", pendingIDs(t, s, sid), []string{"in_a", "in_d"})
+	_, err = s.GetInput(ctx, "in_missing")
+	wantErr(t, "GetInput(missing)", err, store.ErrNotFound)
+
+	// Returned inputs are copies.
+	got.Parts[0].Text = "mutated"
+	got.State = opencode.InputRevoked
+	again, _ := s.GetInput(ctx, "in_c")
+	eqJSON(t, "GetInput after mutating a result", again, &c2)
+}
+
+func testGetInputAcrossSessions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, sid := range []string{"ses_1", "ses_2", "ses_3"} {
+		commit(t, s, sid, &store.Batch{Session: NewSession(sid), Admit: []*opencode.Input{NewInput(sid, "in_"+sid)}})
+	}
+	for _, sid := range []string{"ses_1", "ses_2", "ses_3"} {
+		got, err := s.GetInput(ctx, "in_"+sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.SessionID != sid {
+			t.Fatalf("GetInput(in_%s).SessionID = %s", sid, got.SessionID)
+		}
+		eqStrings(t, "pending "+sid, pendingIDs(t, s, sid), []string{"in_" + sid})
+	}
+}
+
+func testEvents(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid = "ses_e"
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid)})
+	checkGapless(t, s, sid, 0)
+	if evs := events(t, s, sid, 0, 0); len(evs) != 0 {
+		t.Fatalf("Events(empty log) = %d events", len(evs))
+	}
+	_, err := s.Events(ctx, "ses_missing", 0, 0)
+	wantErr(t, "Events(missing session)", err, store.ErrNotFound)
+	_, err = s.LastSeq(ctx, "ses_missing")
+	wantErr(t, "LastSeq(missing session)", err, store.ErrNotFound)
+
+	var all []*opencode.Event
+	b1 := []*opencode.Event{NewEvent(sid, "e1", 1), NewEvent(sid, "e2", 2), NewEvent(sid, "e3", 3)}
+	b1[1].Type = opencode.EvStepStarted
+	b1[1].Version = 1
+	b1[2].Data = json.RawMessage(`{"nested":{"a":[1,2,{"b":null}]},"s":"é\u2028"}`)
+	commit(t, s, sid, &store.Batch{Events: b1})
+	all = append(all, b1...)
+	for i, e := range b1 {
+		if e.Seq != int64(i)+1 || !e.Durable {
+			t.Fatalf("Commit set seq %d durable %v on event %d", e.Seq, e.Durable, i)
+		}
+	}
+	// Batches without events leave the log alone.
+	commit(t, s, sid, &store.Batch{Messages: []opencode.Message{UserMessage(sid, "msg_1")}})
+	commit(t, s, sid, &store.Batch{})
+	b2 := []*opencode.Event{NewEvent(sid, "e4", 4), NewEvent(sid, "e5", 5)}
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid), Events: b2})
+	all = append(all, b2...)
+	if b2[0].Seq != 4 || b2[1].Seq != 5 {
+		t.Fatalf("second batch seqs %d, %d", b2[0].Seq, b2[1].Seq)
+	}
+
+	got := checkGapless(t, s, sid, 5)
+	for i := range got {
+		eqEvent(t, fmt.Sprintf("event %d", i), got[i], all[i])
+		if got[i] == all[i] {
+			t.Fatalf("Events returned the committed *Event itself, not a fresh one")
+		}
+	}
+	again := events(t, s, sid, 0, 0)
+	if again[0] == got[0] {
+		t.Fatalf("Events returned the same *Event twice")
+	}
+}
+
+func testEventsAfterLimit(t *testing.T, s store.Store) {
+	const sid = "ses_l"
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid)})
+	var batch []*opencode.Event
+	for i := 1; i <= 10; i++ {
+		batch = append(batch, NewEvent(sid, fmt.Sprintf("e%d", i), i))
+	}
+	commit(t, s, sid, &store.Batch{Events: batch})
+	seqs := func(evs []*opencode.Event) []string {
+		out := make([]string, len(evs))
+		for i, e := range evs {
+			out[i] = fmt.Sprint(e.Seq)
+			if e.ID != fmt.Sprintf("e%d", e.Seq) {
+				t.Fatalf("event seq %d has ID %s", e.Seq, e.ID)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		after int64
+		limit int
+		want  []string
+	}{
+		{0, 0, []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}},
+		{-5, 2, []string{"1", "2"}},
+		{3, 0, []string{"4", "5", "6", "7", "8", "9", "10"}},
+		{3, -1, []string{"4", "5", "6", "7", "8", "9", "10"}},
+		{3, 2, []string{"4", "5"}},
+		{8, 5, []string{"9", "10"}},
+		{9, 1, []string{"10"}},
+		{10, 0, nil},
+		{11, 3, nil},
+		{0, 1, []string{"1"}},
+	} {
+		eqStrings(t, fmt.Sprintf("Events(after=%d, limit=%d)", c.after, c.limit), seqs(events(t, s, sid, c.after, c.limit)), c.want)
+	}
+}
+
+func testEventsIndependent(t *testing.T, s store.Store) {
+	for _, sid := range []string{"ses_1", "ses_2"} {
+		commit(t, s, sid, &store.Batch{Session: NewSession(sid)})
+	}
+	e1 := NewEvent("ses_1", "a", 1)
+	commit(t, s, "ses_1", &store.Batch{Events: []*opencode.Event{e1, NewEvent("ses_1", "b", 2)}})
+	e2 := NewEvent("ses_2", "c", 1)
+	commit(t, s, "ses_2", &store.Batch{Events: []*opencode.Event{e2}})
+	if e1.Seq != 1 || e2.Seq != 1 {
+		t.Fatalf("first seqs: %d, %d; want 1, 1", e1.Seq, e2.Seq)
+	}
+	commit(t, s, "ses_1", &store.Batch{Events: []*opencode.Event{NewEvent("ses_1", "d", 3)}})
+	checkGapless(t, s, "ses_1", 3)
+	evs := checkGapless(t, s, "ses_2", 1)
+	if evs[0].ID != "c" || evs[0].SessionID != "ses_2" {
+		t.Fatalf("ses_2 log = %+v", evs[0])
+	}
+	if err := s.DeleteSession(context.Background(), "ses_1"); err != nil {
+		t.Fatal(err)
+	}
+	checkGapless(t, s, "ses_2", 1)
+}
+
+const (
+	concSessions = 8
+	concCommits  = 25
+)
+
+// checkLogIDs checks that the log of sid holds exactly the events in ids, in
+// the order each writer committed them.
+func checkLogIDs(t *testing.T, s store.Store, sid string, n int64, writers int) {
+	t.Helper()
+	evs := checkGapless(t, s, sid, n)
+	seen := map[string]bool{}
+	next := make([]int, writers) // next expected batch counter per writer
+	for _, e := range evs {
+		if seen[e.ID] {
+			t.Fatalf("%s: event %s twice", sid, e.ID)
+		}
+		seen[e.ID] = true
+		var w, c, k int
+		if _, err := fmt.Sscanf(e.ID, "w%d-c%d-k%d", &w, &c, &k); err != nil {
+			t.Fatalf("%s: bad event ID %q", sid, e.ID)
+		}
+		if c < next[w] {
+			t.Fatalf("%s: writer %d's commit %d logged after a later one", sid, w, c)
+		}
+		next[w] = c
+	}
+}
+
+// reader polls the logs while writers run; every read must be a gapless prefix.
+func reader(ctx context.Context, s store.Store, sids []string, errc chan<- error) {
+	for ctx.Err() == nil {
+		for _, sid := range sids {
+			evs, err := s.Events(context.Background(), sid, 0, 0)
+			if err != nil {
+				errc <- fmt.Errorf("Events(%s): %w", sid, err)
+				return
+			}
+			for i, e := range evs {
+				if e.Seq != int64(i)+1 {
+					errc <- fmt.Errorf("%s: read a log with a hole: index %d has seq %d", sid, i, e.Seq)
+					return
+				}
+			}
+		}
+	}
+	errc <- nil
+}
+
+func testConcurrentSessions(t *testing.T, s store.Store) {
+	sids := make([]string, concSessions)
+	for i := range sids {
+		sids[i] = fmt.Sprintf("ses_%d", i)
+		commit(t, s, sids[i], &store.Batch{Session: NewSession(sids[i])})
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	errc := make(chan error, 1)
+	go reader(rctx, s, sids, errc)
+
+	var wg sync.WaitGroup
+	totals := make([]int64, concSessions)
+	fail := make(chan error, concSessions)
+	for w, sid := range sids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range concCommits {
+				n := 1 + c%3
+				evs := make([]*opencode.Event, n)
+				for k := range evs {
+					evs[k] = NewEvent(sid, fmt.Sprintf("w%d-c%d-k%d", w, c, k), k)
+				}
+				b := &store.Batch{Events: evs,
+					Messages: []opencode.Message{UserMessage(sid, fmt.Sprintf("msg_%d_%d", w, c))}}
+				if err := s.Commit(context.Background(), sid, b); err != nil {
+					fail <- err
+					return
+				}
+				if evs[0].Seq != totals[w]+1 {
+					fail <- fmt.Errorf("%s: commit %d got seq %d, want %d", sid, c, evs[0].Seq, totals[w]+1)
+					return
+				}
+				totals[w] += int64(n)
+			}
+		}()
+	}
+	wg.Wait()
+	stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	close(fail)
+	for err := range fail {
+		t.Fatal(err)
+	}
+	for w, sid := range sids {
+		checkLogIDs(t, s, sid, totals[w], concSessions)
+		if got := len(messageIDs(t, s, sid)); got != concCommits {
+			t.Fatalf("%s: %d messages, want %d", sid, got, concCommits)
+		}
+	}
+}
+
+func testConcurrentSameSession(t *testing.T, s store.Store) {
+	const sid = "ses_shared"
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid)})
+	rctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	errc := make(chan error, 1)
+	go reader(rctx, s, []string{sid}, errc)
+
+	// The lifecycle layer serialises a session's writers; other sessions'
+	// writers run at the same time.
+	var mu sync.Mutex
+	var total int64
+	var wg sync.WaitGroup
+	fail := make(chan error, 2*concSessions)
+	for w := range concSessions {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for c := range concCommits {
+				mu.Lock()
+				evs := []*opencode.Event{NewEvent(sid, fmt.Sprintf("w%d-c%d-k0", w, c), 0)}
+				if c%2 == 1 {
+					evs = append(evs, NewEvent(sid, fmt.Sprintf("w%d-c%d-k1", w, c), 1))
+				}
+				err := s.Commit(context.Background(), sid, &store.Batch{Events: evs})
+				if err == nil && evs[0].Seq != total+1 {
+					err = fmt.Errorf("got seq %d, want %d", evs[0].Seq, total+1)
+				}
+				total += int64(len(evs))
+				mu.Unlock()
+				if err != nil {
+					fail <- err
+					return
+				}
+			}
+		}()
+		go func() { // noise in a session of its own
+			defer wg.Done()
+			other := fmt.Sprintf("ses_noise_%d", w)
+			if err := s.Commit(context.Background(), other, &store.Batch{Session: NewSession(other)}); err != nil {
+				fail <- err
+				return
+			}
+			for c := range concCommits / 2 {
+				if err := s.Commit(context.Background(), other, &store.Batch{Events: []*opencode.Event{NewEvent(other, fmt.Sprint(c), c)}}); err != nil {
+					fail <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	close(fail)
+	for err := range fail {
+		t.Fatal(err)
+	}
+	checkLogIDs(t, s, sid, total, concSessions)
+	for w := range concSessions {
+		checkGapless(t, s, fmt.Sprintf("ses_noise_%d", w), concCommits/2)
+	}
+}
