@@ -20,6 +20,7 @@ import (
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/store"
+	"github.com/opencode-server/opencode-server/tool"
 )
 
 // Config wires a Manager.
@@ -30,6 +31,13 @@ type Config struct {
 	Provider   provider.Provider
 	ProviderID string
 	ModelID    string
+	// Resolve finds the provider of a model a prompt names; nil or a miss
+	// means Provider.
+	Resolve func(providerID, modelID string) (provider.Provider, bool)
+	// Tools are offered to the model; Rules are the configured permission
+	// rules (applied after DefaultRules, before the session's own).
+	Tools []tool.Tool
+	Rules []Rule
 	// Directory is the default working directory of new sessions.
 	Directory string
 	// Clock is the time source (time.Now when nil).
@@ -47,9 +55,12 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	specs []provider.ToolSpec
+
 	mu      sync.Mutex
 	runners map[string]*runner
 	busy    map[string]bool
+	asks    map[string]*pendingAsk
 	closed  bool
 }
 
@@ -66,12 +77,13 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		runners: map[string]*runner{}, busy: map[string]bool{}}
+		runners: map[string]*runner{}, busy: map[string]bool{}, asks: map[string]*pendingAsk{},
+		specs: toolSpecs(cfg.Tools)}
 }
 
 // Resume starts the runners of sessions that have pending inputs or a turn
-// that was cut off by a crash, so they are closed and drained without waiting
-// for a client.
+// that a crash or shutdown cut off, so they are closed, continued and
+// drained without waiting for a client.
 func (m *Manager) Resume(ctx context.Context) error {
 	sessions, err := m.store.ListSessions(ctx)
 	if err != nil {
@@ -93,6 +105,7 @@ func (m *Manager) Resume(ctx context.Context) error {
 					open = true
 				}
 			}
+			open = open || interruptedByServer(msgs)
 		}
 		if open {
 			if _, err := m.runner(ctx, s.ID); err != nil {
@@ -114,6 +127,28 @@ func (m *Manager) Close() {
 }
 
 func (m *Manager) now() int64 { return m.cfg.Clock().UnixMilli() }
+
+// providerFor returns the provider serving a model.
+func (m *Manager) providerFor(model opencode.MessageModel) provider.Provider {
+	if m.cfg.Resolve != nil {
+		if p, ok := m.cfg.Resolve(model.ProviderID, model.ModelID); ok {
+			return p
+		}
+	}
+	return m.cfg.Provider
+}
+
+// HasModel reports whether a prompt may name this model.
+func (m *Manager) HasModel(providerID, modelID string) bool {
+	if providerID == m.cfg.ProviderID && modelID == m.cfg.ModelID {
+		return true
+	}
+	if m.cfg.Resolve == nil {
+		return false
+	}
+	_, ok := m.cfg.Resolve(providerID, modelID)
+	return ok
+}
 
 // runner returns the session's runner, starting it if needed.
 func (m *Manager) runner(ctx context.Context, id string) (*runner, error) {

@@ -55,6 +55,8 @@ type streamMsg struct {
 	chunk *provider.Chunk
 	done  bool
 	err   error
+	tool  *toolResult
+	ask   *askReq
 }
 
 // runner is one session's owner. Every field below is touched only by the
@@ -77,6 +79,11 @@ type runner struct {
 
 	waiters map[string][]chan waitResult
 	idle    []chan struct{}
+	// approved holds the "always" answers given in this session.
+	approved []Rule
+	// resume is set when the session's last turn was cut off by a shutdown
+	// or crash: the runner continues it once it starts.
+	resume *opencode.Message
 }
 
 type turn struct {
@@ -88,15 +95,23 @@ type turn struct {
 	last      *opencode.MessageWithParts
 	model     opencode.MessageModel
 	agent     string
+	steps     int
 }
 
 type step struct {
-	n      int64
-	msg    opencode.Message
-	parts  []opencode.Part
-	text   *opencode.Part
-	buf    strings.Builder
-	finish *provider.Chunk
+	n     int64
+	msg   opencode.Message
+	parts []opencode.Part
+	text  *opencode.Part
+	buf   strings.Builder
+	// reasoning is the open reasoning part, rbuf its text so far.
+	reasoning *opencode.Part
+	rbuf      strings.Builder
+	finish    *provider.Chunk
+	calls     []*toolRun
+	// streamed is set when the model call returned; err is its error.
+	streamed bool
+	err      error
 }
 
 func newRunner(m *Manager, st *state) *runner {
@@ -106,39 +121,79 @@ func newRunner(m *Manager, st *state) *runner {
 	for _, mp := range st.msgs {
 		r.remember(mp)
 	}
-	r.recover(st.msgs)
+	if r.recover(st.msgs) || interruptedByServer(st.msgs) {
+		for i := len(st.msgs) - 1; i >= 0; i-- {
+			if st.msgs[i].Info.Role == opencode.User {
+				u := st.msgs[i].Info
+				r.resume = &u
+				break
+			}
+		}
+	}
 	return r
 }
 
-// remember appends a stored message to the conversation sent to the model.
+// interruptedByServer reports whether the last message is an assistant
+// message a server shutdown or restart cut off.
+func interruptedByServer(msgs []opencode.MessageWithParts) bool {
+	if len(msgs) == 0 {
+		return false
+	}
+	last := msgs[len(msgs)-1].Info
+	if last.Role != opencode.Assistant || last.Error == nil || last.Error.Name != "MessageAbortedError" {
+		return false
+	}
+	msg, _ := last.Error.Data["message"].(string)
+	return strings.HasPrefix(msg, interruptedPrefix)
+}
+
+// interruptedPrefix starts the abort message of turns the server cut off.
+const interruptedPrefix = "Interrupted by server"
+
+// remember appends a stored message to the conversation sent to the model:
+// a user message's text; an assistant message's text and tool calls,
+// followed by the tool results.
 func (r *runner) remember(mp opencode.MessageWithParts) {
 	var b strings.Builder
+	var calls []provider.ToolCall
+	var results []provider.Message
 	for _, p := range mp.Parts {
-		if p.Type == opencode.PartText && !p.Ignored {
+		switch {
+		case p.Type == opencode.PartText && !p.Ignored:
 			if b.Len() > 0 {
 				b.WriteString("\n")
 			}
 			b.WriteString(p.Text)
+		case p.Type == opencode.PartTool && p.State != nil:
+			calls = append(calls, provider.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.State.Input})
+			out := p.State.Error
+			if p.State.Output != nil {
+				out = *p.State.Output
+			}
+			results = append(results, provider.Message{Role: "tool", Content: out, ToolCallID: p.CallID})
 		}
 	}
-	if b.Len() == 0 && mp.Info.Role == opencode.Assistant {
+	if b.Len() == 0 && len(calls) == 0 && mp.Info.Role == opencode.Assistant {
 		return
 	}
-	r.history = append(r.history, provider.Message{Role: string(mp.Info.Role), Content: b.String()})
+	r.history = append(r.history, provider.Message{Role: string(mp.Info.Role), Content: b.String(), ToolCalls: calls})
+	r.history = append(r.history, results...)
 }
 
 // recover closes assistant messages a crash left open: the turn is over, and
 // it ended interrupted.
-func (r *runner) recover(msgs []opencode.MessageWithParts) {
+func (r *runner) recover(msgs []opencode.MessageWithParts) bool {
 	t := r.tx()
+	closed := false
 	now := r.m.now()
 	for _, mp := range msgs {
 		if mp.Info.Role != opencode.Assistant || mp.Info.Time.Completed != nil {
 			continue
 		}
+		closed = true
 		info := mp.Info
 		info.Time.Completed = &now
-		info.Error = &opencode.NamedError{Name: "MessageAbortedError", Data: map[string]any{"message": "Interrupted by server restart"}}
+		info.Error = &opencode.NamedError{Name: "MessageAbortedError", Data: map[string]any{"message": interruptedPrefix + " restart"}}
 		for _, p := range mp.Parts {
 			if (p.Type == opencode.PartText || p.Type == opencode.PartReasoning) && p.Time != nil && p.Time.End == nil {
 				p.Time.End = &now
@@ -150,6 +205,7 @@ func (r *runner) recover(msgs []opencode.MessageWithParts) {
 			"assistantMessageID": info.ID, "error": map[string]any{"type": "unknown", "message": "Provider turn interrupted"}})
 	}
 	t.mustFlush()
+	return closed
 }
 
 func (r *runner) exitErr() error {
@@ -182,7 +238,7 @@ func (r *runner) loop() {
 // stops the loop.
 func (r *runner) shutdown(why error) {
 	if r.turn != nil {
-		r.interrupt("Interrupted by server shutdown", false)
+		r.interrupt(interruptedPrefix+" shutdown", false)
 	}
 	r.exit = why
 	for id, ws := range r.waiters {

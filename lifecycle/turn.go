@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"unicode/utf8"
 
@@ -27,7 +28,9 @@ func (r *runner) maybeStart() {
 			}
 		}
 	}
-	if len(batch) == 0 {
+	resume := r.resume
+	r.resume = nil
+	if len(batch) == 0 && resume == nil {
 		r.notifyIdle()
 		return
 	}
@@ -35,6 +38,20 @@ func (r *runner) maybeStart() {
 	r.turn = &turn{ctx: ctx, cancel: cancel, agent: defaultAgent,
 		model: opencode.MessageModel{ProviderID: r.m.cfg.ProviderID, ModelID: r.m.cfg.ModelID}}
 	r.m.setBusy(r.id, true)
+	if len(batch) == 0 {
+		// Continue a turn the server cut off: same user message, a new step.
+		r.turn.parentID = resume.ID
+		if resume.Agent != "" {
+			r.turn.agent = resume.Agent
+		}
+		if resume.Model != nil && r.m.HasModel(resume.Model.ProviderID, resume.Model.ModelID) {
+			r.turn.model = *resume.Model
+		}
+		r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvSessionStatus,
+			map[string]any{"sessionID": r.id, "status": map[string]any{"type": "busy"}}))
+		r.startStep()
+		return
+	}
 	reply := r.deliver(batch, true)
 	if !reply {
 		r.endTurn()
@@ -155,14 +172,16 @@ func (r *runner) startStep() {
 	t.part(start, now)
 	t.mustFlush()
 
+	tu.steps++
 	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, System: systemPrompt,
-		Messages: append([]provider.Message(nil), r.history...)}
+		Messages: append([]provider.Message(nil), r.history...), Tools: r.m.specs}
 	n := st.n
 	ctx := tu.ctx
+	prov := r.m.providerFor(tu.model)
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()
-		err := r.m.cfg.Provider.Stream(ctx, req, func(c provider.Chunk) {
+		err := prov.Stream(ctx, req, func(c provider.Chunk) {
 			r.post(streamMsg{step: n, chunk: &c})
 		})
 		r.post(streamMsg{step: n, done: true, err: err})
@@ -173,11 +192,23 @@ const systemPrompt = "You are a coding agent served by opencode-server. Answer t
 
 func (r *runner) onStream(msg streamMsg) {
 	if r.turn == nil || r.turn.step == nil || r.turn.step.n != msg.step {
-		return // a model call that was aborted keeps talking for a moment
+		// A model call or tool of an aborted step keeps talking for a moment.
+		if msg.ask != nil {
+			msg.ask.resp <- askResp{action: "deny"}
+		}
+		return
 	}
 	st := r.turn.step
-	if msg.done {
-		r.endStep(msg.err)
+	switch {
+	case msg.done:
+		st.streamed, st.err = true, msg.err
+		r.maybeEndStep()
+		return
+	case msg.tool != nil:
+		r.toolDone(st, msg.tool)
+		return
+	case msg.ask != nil:
+		r.onAsk(st, msg.ask)
 		return
 	}
 	c := msg.chunk
@@ -200,13 +231,78 @@ func (r *runner) onStream(msg streamMsg) {
 			"messageID": st.msg.ID, "partID": st.text.ID, "field": "text", "delta": c.Text}))
 		r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvTextDelta, map[string]any{"timestamp": now,
 			"sessionID": r.id, "assistantMessageID": st.msg.ID, "textID": st.text.ID, "delta": c.Text}))
+	case provider.ReasoningDelta:
+		r.reasoningDelta(st, c.Text)
+	case provider.ToolInputStart:
+		if c.ToolCall != nil {
+			r.toolPending(st, c.ToolCall)
+		}
+	case provider.ToolCallChunk:
+		if c.ToolCall != nil {
+			r.toolCall(st, c.ToolCall)
+		}
+	case provider.Retry:
+		r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvSessionStatus, map[string]any{"sessionID": r.id,
+			"status": map[string]any{"type": "retry", "attempt": c.Attempt, "message": c.Message, "next": c.Next}}))
 	case provider.Finish:
 		st.finish = c
 	}
 }
 
-// closeText ends the open text part, committing its full text.
+// reasoningDelta streams reasoning into the step's reasoning part, opened
+// on the first delta.
+func (r *runner) reasoningDelta(st *step, text string) {
+	now := r.m.now()
+	if st.reasoning == nil {
+		p := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartReasoning,
+			Time: &opencode.PartTime{Start: now}}
+		st.reasoning = &p
+		t := r.tx()
+		t.durable(opencode.EvReasoningStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"assistantMessageID": st.msg.ID, "reasoningID": p.ID})
+		t.part(p, now)
+		t.mustFlush()
+	}
+	st.rbuf.WriteString(text)
+	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvPartDelta, map[string]any{"sessionID": r.id,
+		"messageID": st.msg.ID, "partID": st.reasoning.ID, "field": "text", "delta": text}))
+	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvReasoningDelta, map[string]any{"timestamp": now,
+		"sessionID": r.id, "assistantMessageID": st.msg.ID, "reasoningID": st.reasoning.ID, "delta": text}))
+}
+
+// maybeEndStep ends the step once the model call returned and every tool
+// call it made has finished.
+func (r *runner) maybeEndStep() {
+	st := r.turn.step
+	if !st.streamed {
+		return
+	}
+	for _, c := range st.calls {
+		if !c.done {
+			if !c.started {
+				// The call never completed its arguments: nothing will run it.
+				r.toolDone(st, &toolResult{callID: c.callID, err: toolError("tool call was not completed by the model")})
+				return // toolDone calls back here
+			}
+			return
+		}
+	}
+	r.endStep(st.err)
+}
+
+// closeText ends the open text and reasoning parts, committing their text.
 func (r *runner) closeText(t *tx, st *step, now int64) {
+	if st.reasoning != nil {
+		p := *st.reasoning
+		p.Text = st.rbuf.String()
+		end := now
+		p.Time = &opencode.PartTime{Start: st.reasoning.Time.Start, End: &end}
+		t.part(p, now)
+		t.durable(opencode.EvReasoningEnded, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"assistantMessageID": st.msg.ID, "reasoningID": p.ID, "text": p.Text})
+		st.parts = append(st.parts, p)
+		st.reasoning = nil
+	}
 	if st.text == nil {
 		return
 	}
@@ -231,10 +327,22 @@ func (r *runner) endStep(err error) {
 	r.closeText(t, st, now)
 	if err != nil || st.finish == nil {
 		msg := "model call ended without a finish"
+		data := map[string]any{"isRetryable": false}
 		if err != nil {
 			msg = err.Error()
+			var ae *provider.APIError
+			if errors.As(err, &ae) {
+				data["isRetryable"] = ae.Retryable
+				if ae.StatusCode != 0 {
+					data["statusCode"] = ae.StatusCode
+				}
+				if ae.ResponseBody != "" {
+					data["responseBody"] = ae.ResponseBody
+				}
+			}
 		}
-		st.msg.Error = &opencode.NamedError{Name: "APIError", Data: map[string]any{"message": msg, "isRetryable": false}}
+		data["message"] = msg
+		st.msg.Error = &opencode.NamedError{Name: "APIError", Data: data}
 		st.msg.Time.Completed = &now
 		t.message(st.msg)
 		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
@@ -273,14 +381,22 @@ func (r *runner) endStep(err error) {
 	// The boundary between model calls: steers admitted meanwhile join the
 	// turn here. Checking the inbox now, on the runner that owns it, is what
 	// keeps a steer that arrives as the turn ends from being stranded.
+	more := len(st.calls) > 0 && tu.steps < maxSteps
 	if steers := r.steers(); len(steers) > 0 {
 		if r.deliver(steers, false) {
-			r.startStep()
-			return
+			more = true
 		}
+	}
+	if more {
+		r.startStep()
+		return
 	}
 	r.endTurn()
 }
+
+// maxSteps bounds the model calls of one turn, so a model that keeps
+// calling tools cannot loop forever.
+const maxSteps = 50
 
 // endTurn declares the turn finished: the session goes idle, blocking
 // prompts of the turn are answered, and the next queued input starts.
@@ -318,9 +434,11 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 	tu := r.turn
 	tu.cancel()
 	now := r.m.now()
+	r.rejectAsks()
 	if st := tu.step; st != nil {
 		t := r.tx()
 		r.closeText(t, st, now)
+		r.abortTools(t, st, now)
 		msg := "Aborted"
 		if !userAbort {
 			msg = reason

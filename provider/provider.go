@@ -54,7 +54,13 @@ type ChunkKind int
 const (
 	TextDelta ChunkKind = iota + 1
 	ReasoningDelta
+	// ToolInputStart: the model began a tool call (ToolCall has ID and Name;
+	// its arguments are still streaming).
+	ToolInputStart
+	// ToolCallChunk: a tool call is complete (ToolCall has ID, Name, Arguments).
 	ToolCallChunk
+	// Retry: the call failed in a retryable way and is tried again at Next.
+	Retry
 	Finish
 )
 
@@ -66,7 +72,23 @@ type Chunk struct {
 	// Finish: the reason ("stop", "tool-calls", "length", ...) and usage.
 	Reason string
 	Usage  Usage
+	// Retry: which attempt comes next, why, and when (epoch ms).
+	Attempt int
+	Message string
+	Next    int64
 }
+
+// APIError is a failed model call that is not retried (or ran out of
+// retries). Lifecycle records it on the assistant message as OpenCode's
+// APIError.
+type APIError struct {
+	StatusCode   int
+	Message      string
+	Retryable    bool
+	ResponseBody string
+}
+
+func (e *APIError) Error() string { return e.Message }
 
 // Provider streams a model's reply; emit is called in order from the
 // caller's goroutine. Stream returns when the reply is finished, ctx is

@@ -44,7 +44,66 @@ func (s *Server) mountV1(r chi.Router) {
 		r.Get("/inbox", s.h(v1, s.inbox))
 		r.Delete("/inbox/{messageID}", s.h(v1, s.revoke))
 		r.Patch("/inbox/{messageID}", s.h(v1, s.patchInbox))
+		r.Post("/permissions/{permissionID}", s.h(v1, s.legacyPermissionReply))
 	})
+	r.Get("/permission", s.h(v1, s.listPermissions))
+	r.Post("/permission/{requestID}/reply", s.h(v1, s.permissionReply))
+}
+
+func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, s.m.Permissions())
+	return nil
+}
+
+type permissionReplyBody struct {
+	Reply   string `json:"reply" validate:"required,oneof=once always reject"`
+	Message string `json:"message,omitempty"`
+}
+
+func (s *Server) permissionReply(w http.ResponseWriter, r *http.Request) error {
+	id := chi.URLParam(r, "requestID")
+	if err := identifier.Check(identifier.Permission, id); err != nil {
+		return badRequest("Params", "requestID", "Invalid requestID: expected an ID starting with \"per_\"")
+	}
+	var b permissionReplyBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return err
+	}
+	if err := validate.Struct(b); err != nil {
+		return validationError(err, "")
+	}
+	if err := s.m.ReplyPermission(detach(r.Context()), id, b.Reply); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+type legacyPermissionBody struct {
+	Response string `json:"response" validate:"required,oneof=once always reject"`
+}
+
+// legacyPermissionReply is the older POST /session/{id}/permissions/{permissionID}.
+func (s *Server) legacyPermissionReply(w http.ResponseWriter, r *http.Request) error {
+	if _, err := sessionID(r); err != nil {
+		return err
+	}
+	id := chi.URLParam(r, "permissionID")
+	if err := identifier.Check(identifier.Permission, id); err != nil {
+		return badRequest("Params", "permissionID", "Invalid permissionID: expected an ID starting with \"per_\"")
+	}
+	var b legacyPermissionBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return err
+	}
+	if err := validate.Struct(b); err != nil {
+		return validationError(err, "")
+	}
+	if err := s.m.ReplyPermission(detach(r.Context()), id, b.Response); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
 }
 
 // sessionID reads and checks the {sessionID} path parameter.
@@ -301,7 +360,7 @@ type promptBody struct {
 
 // decodePrompt turns a v1 prompt into an input: the message ID is the
 // client's (prefix-checked) or minted here, once.
-func decodePrompt(r *http.Request, sessionID string) (*opencode.Input, error) {
+func (s *Server) decodePrompt(r *http.Request, sessionID string) (*opencode.Input, error) {
 	var b promptBody
 	if err := decodeBody(r, &b, false); err != nil {
 		return nil, err
@@ -311,6 +370,9 @@ func decodePrompt(r *http.Request, sessionID string) (*opencode.Input, error) {
 	}
 	if b.Model != nil && (b.Model.ProviderID == "" || b.Model.ModelID == "") {
 		return nil, badRequest("Body", "model", "model needs providerID and modelID")
+	}
+	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {
+		return nil, badRequest("Body", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
 	}
 	if b.Delivery != "" && !b.Delivery.Valid() {
 		return nil, badRequest("Body", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
@@ -345,7 +407,7 @@ func (s *Server) promptSync(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	in, err := decodePrompt(r, id)
+	in, err := s.decodePrompt(r, id)
 	if err != nil {
 		return err
 	}
@@ -370,7 +432,7 @@ func (s *Server) promptAsync(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	in, err := decodePrompt(r, id)
+	in, err := s.decodePrompt(r, id)
 	if err != nil {
 		return err
 	}

@@ -18,11 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opencode-server/opencode-server/api"
-	"github.com/opencode-server/opencode-server/eventbus"
-	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/config"
+	"github.com/opencode-server/opencode-server/internal/app"
 	"github.com/opencode-server/opencode-server/provider/scripted"
-	"github.com/opencode-server/opencode-server/routes"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/store/memory"
 	"github.com/opencode-server/opencode-server/store/sqlite"
@@ -42,6 +40,8 @@ type options struct {
 	storeKind string
 	directory string
 	logLevel  string
+	config    string
+	insecure  bool
 	reply     string
 	chunks    int
 	delay     time.Duration
@@ -68,6 +68,7 @@ func parseFlags(args []string, stderr *os.File) (options, error) {
 	fs.StringVar(&o.storeKind, "store", "sqlite", "store: sqlite or memory")
 	fs.StringVar(&o.directory, "directory", "", "project directory of new sessions (default: the working directory)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&o.config, "config", "", "opencode.json to read after the global and project ones")
 	fs.StringVar(&o.reply, "scripted-reply", "", "scripted model: reply text (default: quotes the user's prompt)")
 	fs.IntVar(&o.chunks, "scripted-chunks", 5, "scripted model: number of streamed chunks")
 	fs.DurationVar(&o.delay, "scripted-delay", 0, "scripted model: delay before each chunk")
@@ -111,28 +112,28 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 	}
 	defer st.Close()
 
-	model := scripted.New(scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay})
-	bus := eventbus.New()
-	mgr := lifecycle.New(lifecycle.Config{Store: st, Bus: bus, Provider: model, ProviderID: scripted.ProviderID,
-		ModelID: scripted.ModelID, Directory: o.directory, Logger: log})
-	if err := mgr.Resume(ctx); err != nil {
-		return fmt.Errorf("resume sessions: %w", err)
+	paths := config.Paths(o.directory)
+	if o.config != "" {
+		paths = append(paths, o.config)
 	}
-	defer mgr.Close()
-
-	done := make(chan struct{})
-	handler := routes.New(routes.Config{Manager: mgr, Directory: o.directory,
+	cfg, err := config.Load(paths...)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	a, err := app.New(ctx, app.Options{Store: st, Directory: o.directory, Config: cfg,
+		Scripted: scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay},
 		Username: os.Getenv("OPENCODE_SERVER_USERNAME"), Password: os.Getenv("OPENCODE_SERVER_PASSWORD"),
-		Catalog: routes.Catalog{Model: scripted.ProviderID + "/" + scripted.ModelID, SmallModel: scripted.ProviderID + "/" + scripted.ModelID,
-			Providers: []routes.ProviderInfo{{ID: scripted.ProviderID, Name: "Scripted", Source: "custom",
-				Models: []routes.ModelInfo{{ID: scripted.ModelID, Name: "Scripted Model", Context: 128000, Output: 4096}}}}},
-		OpenAPI: api.OpenAPI, Heartbeat: o.heartbeat, Done: done, Logger: log})
+		Heartbeat: o.heartbeat, Logger: log})
+	if err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	defer a.Close()
 
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.hostname, strconv.Itoa(o.port)))
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	// The listening line is printed like opencode serve's, so scripts and
 	// tests can read the port when --port 0 is used.
@@ -156,10 +157,15 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 		log.Warn("second signal: exiting now")
 		os.Exit(1)
 	}()
-	close(done) // ends SSE streams so Shutdown does not wait on them
+	a.Shutdown() // ends SSE streams so Shutdown does not wait on them
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Shutdown(sctx) }() // stops accepting at once
+	// Runners reach a consistent point: running turns close as interrupted
+	// (and resume after the next start), blocking prompts get their answer.
+	a.Close()
+	if err := <-stopped; err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("shutdown", "err", err)
 	}
 	return nil

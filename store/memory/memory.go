@@ -61,10 +61,12 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// Validate everything first so the batch applies all or nothing.
+	seen := map[string]bool{}
 	for _, in := range b.Admit {
-		if _, ok := m.inputs[in.ID]; ok {
+		if _, ok := m.inputs[in.ID]; ok || seen[in.ID] {
 			return store.ErrConflict
 		}
+		seen[in.ID] = true
 		if _, ok := m.messages[in.ID]; ok {
 			return store.ErrConflict
 		}
@@ -146,16 +148,20 @@ func (m *Store) GetSession(_ context.Context, id string) (opencode.Session, erro
 
 // ListSessions implements store.Store.
 func (m *Store) ListSessions(context.Context) ([]opencode.Session, error) {
+	type entry struct {
+		s     opencode.Session
+		order int64
+	}
 	m.mu.RLock()
-	all := make([]*session, 0, len(m.sessions))
+	all := make([]entry, 0, len(m.sessions))
 	for _, s := range m.sessions {
-		all = append(all, s)
+		all = append(all, entry{s.s, s.order})
 	}
 	m.mu.RUnlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].order < all[j].order })
 	out := make([]opencode.Session, len(all))
-	for i, s := range all {
-		out[i] = s.s
+	for i, e := range all {
+		out[i] = e.s
 	}
 	return out, nil
 }

@@ -73,7 +73,7 @@ const (
 	qSessionSeq   = `SELECT last_seq FROM sessions WHERE id = ?`
 	qInputExists  = `SELECT EXISTS(SELECT 1 FROM inputs WHERE id = ?)`
 	qUpsertSess   = `INSERT INTO sessions(id, ord, json, last_seq) VALUES(?, ?, ?, 0) ON CONFLICT(id) DO UPDATE SET json = excluded.json`
-	qUpsertMsg    = `INSERT INTO messages(id, session_id, ord, json) VALUES(?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET json = excluded.json, ord = excluded.ord`
+	qUpsertMsg    = `INSERT INTO messages(id, session_id, ord, json) VALUES(?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET json = excluded.json WHERE messages.session_id = excluded.session_id`
 	qMsgInSession = `SELECT EXISTS(SELECT 1 FROM messages WHERE id = ? AND session_id = ?)`
 	qUpsertPart   = `INSERT INTO parts(id, message_id, session_id, ord, json) VALUES(?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET json = excluded.json WHERE parts.message_id = excluded.message_id`
 	qAdmit        = `INSERT INTO inputs(id, session_id, ord, state, json) VALUES(?, ?, ?, ?, ?)`

@@ -1,0 +1,36 @@
+# opencode-server. `make run` starts the server, `make test` runs every test.
+GO ?= go
+FUZZTIME ?= 10s
+
+.PHONY: run build test test-short fuzz vet lint bench bench-compare
+
+run:
+	$(GO) run ./cmd/opencode-server
+
+build:
+	$(GO) build -o bin/opencode-server ./cmd/opencode-server
+
+# Every test: unit, black-box HTTP, golden, property, crash and end-to-end
+# tests that drive the real opencode binary (installed with npm on demand).
+test:
+	$(GO) test -race -count=1 -timeout 40m ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+# Each fuzz target for a bounded time (CI runs this too).
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+vet:
+	gofmt -l . | (! grep .) && $(GO) vet ./...
+
+lint: vet
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -1,0 +1,279 @@
+// Package config reads OpenCode's own configuration file, opencode.json, so
+// the same file configures this server and `opencode serve`: providers with
+// their base URL, key and models, the default model, permission rules.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// File is the part of opencode.json this server uses.
+type File struct {
+	Model      string                    `json:"model,omitempty"`
+	SmallModel string                    `json:"small_model,omitempty"`
+	Provider   map[string]ProviderConfig `json:"provider,omitempty"`
+	Permission json.RawMessage           `json:"permission,omitempty"`
+	Username   string                    `json:"username,omitempty"`
+}
+
+// ProviderConfig is provider.<id>.
+type ProviderConfig struct {
+	NPM     string                 `json:"npm,omitempty"`
+	Name    string                 `json:"name,omitempty"`
+	Options ProviderOptions        `json:"options,omitempty"`
+	Models  map[string]ModelConfig `json:"models,omitempty"`
+}
+
+// ProviderOptions is provider.<id>.options.
+type ProviderOptions struct {
+	BaseURL string            `json:"baseURL,omitempty"`
+	APIKey  string            `json:"apiKey,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// ModelConfig is provider.<id>.models.<id>.
+type ModelConfig struct {
+	Name     string `json:"name,omitempty"`
+	ToolCall *bool  `json:"tool_call,omitempty"`
+	Limit    struct {
+		Context int64 `json:"context,omitempty"`
+		Output  int64 `json:"output,omitempty"`
+	} `json:"limit,omitempty"`
+	// Cost is in dollars per million tokens, as in OpenCode's model config.
+	Cost *struct {
+		Input  float64 `json:"input"`
+		Output float64 `json:"output"`
+	} `json:"cost,omitempty"`
+}
+
+// OpenAICompatible reports whether this server can talk to the provider:
+// @ai-sdk/openai-compatible, @ai-sdk/openai, or no npm with a baseURL.
+func (p ProviderConfig) OpenAICompatible() bool {
+	switch p.NPM {
+	case "@ai-sdk/openai-compatible", "@ai-sdk/openai":
+		return true
+	case "":
+		return p.Options.BaseURL != ""
+	}
+	return false
+}
+
+// Paths returns the files OpenCode would read, lowest precedence first:
+// the global config ($XDG_CONFIG_HOME/opencode/opencode.json[c] or
+// ~/.config/opencode/...), $OPENCODE_CONFIG, then the project's
+// opencode.json[c] in dir. Missing files are skipped by Load.
+func Paths(dir string) []string {
+	cfgHome := os.Getenv("XDG_CONFIG_HOME")
+	if cfgHome == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			cfgHome = filepath.Join(h, ".config")
+		}
+	}
+	var out []string
+	if cfgHome != "" {
+		for _, n := range []string{"config.json", "opencode.json", "opencode.jsonc"} {
+			out = append(out, filepath.Join(cfgHome, "opencode", n))
+		}
+	}
+	if p := os.Getenv("OPENCODE_CONFIG"); p != "" {
+		out = append(out, p)
+	}
+	if dir != "" {
+		out = append(out, filepath.Join(dir, "opencode.json"), filepath.Join(dir, "opencode.jsonc"))
+	}
+	return out
+}
+
+// Load reads and merges the files that exist, later ones overriding
+// earlier ones key by key (providers and their models merge).
+func Load(paths ...string) (*File, error) {
+	out := &File{Provider: map[string]ProviderConfig{}}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		f, err := Parse(b, filepath.Dir(p))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		out.merge(f)
+	}
+	return out, nil
+}
+
+func (f *File) merge(o *File) {
+	if o.Model != "" {
+		f.Model = o.Model
+	}
+	if o.SmallModel != "" {
+		f.SmallModel = o.SmallModel
+	}
+	if o.Username != "" {
+		f.Username = o.Username
+	}
+	if len(o.Permission) > 0 {
+		f.Permission = o.Permission
+	}
+	for id, p := range o.Provider {
+		cur, ok := f.Provider[id]
+		if !ok {
+			f.Provider[id] = p
+			continue
+		}
+		if p.NPM != "" {
+			cur.NPM = p.NPM
+		}
+		if p.Name != "" {
+			cur.Name = p.Name
+		}
+		if p.Options.BaseURL != "" {
+			cur.Options.BaseURL = p.Options.BaseURL
+		}
+		if p.Options.APIKey != "" {
+			cur.Options.APIKey = p.Options.APIKey
+		}
+		for k, v := range p.Options.Headers {
+			if cur.Options.Headers == nil {
+				cur.Options.Headers = map[string]string{}
+			}
+			cur.Options.Headers[k] = v
+		}
+		if cur.Models == nil {
+			cur.Models = map[string]ModelConfig{}
+		}
+		for k, v := range p.Models {
+			cur.Models[k] = v
+		}
+		f.Provider[id] = cur
+	}
+}
+
+// Parse decodes one file: JSON with comments and trailing commas (JSONC),
+// with {env:VAR} and {file:path} substituted as OpenCode does.
+func Parse(b []byte, dir string) (*File, error) {
+	b = substitute(stripJSONC(b), dir)
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&f); err != nil {
+		return nil, err
+	}
+	if f.Provider == nil {
+		f.Provider = map[string]ProviderConfig{}
+	}
+	return &f, nil
+}
+
+var (
+	envRef  = regexp.MustCompile(`\{env:([^}]+)\}`)
+	fileRef = regexp.MustCompile(`\{file:([^}]+)\}`)
+)
+
+// substitute replaces {env:VAR} with the variable's value and {file:path}
+// with the file's trimmed content, both JSON-escaped (they sit in strings).
+func substitute(b []byte, dir string) []byte {
+	esc := func(s string) []byte {
+		j, _ := json.Marshal(s)
+		return j[1 : len(j)-1]
+	}
+	b = envRef.ReplaceAllFunc(b, func(m []byte) []byte {
+		return esc(os.Getenv(string(envRef.FindSubmatch(m)[1])))
+	})
+	return fileRef.ReplaceAllFunc(b, func(m []byte) []byte {
+		p := string(fileRef.FindSubmatch(m)[1])
+		if strings.HasPrefix(p, "~/") {
+			if h, err := os.UserHomeDir(); err == nil {
+				p = filepath.Join(h, p[2:])
+			}
+		} else if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		c, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		return esc(strings.TrimSpace(string(c)))
+	})
+}
+
+// stripJSONC removes // and /* */ comments and trailing commas outside strings.
+func stripJSONC(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	inStr, esc := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			out = append(out, c)
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inStr = true
+			out = append(out, c)
+		case c == '/' && i+1 < len(b) && b[i+1] == '/':
+			for i < len(b) && b[i] != '\n' {
+				i++
+			}
+			if i < len(b) {
+				out = append(out, '\n')
+			}
+		case c == '/' && i+1 < len(b) && b[i+1] == '*':
+			i += 2
+			for i+1 < len(b) && !(b[i] == '*' && b[i+1] == '/') {
+				i++
+			}
+			i++
+		case c == ',':
+			// Drop a comma followed only by whitespace and a closing bracket.
+			j := i + 1
+			for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
+				j++
+			}
+			if j < len(b) && (b[j] == '}' || b[j] == ']') {
+				continue
+			}
+			out = append(out, c)
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// SplitModel splits "provider/model" (the model part may contain slashes).
+func SplitModel(s string) (providerID, modelID string, ok bool) {
+	p, m, ok := strings.Cut(s, "/")
+	if !ok || p == "" || m == "" {
+		return "", "", false
+	}
+	return p, m, true
+}
+
+// ProviderIDs returns the configured provider IDs, sorted.
+func (f *File) ProviderIDs() []string {
+	ids := make([]string, 0, len(f.Provider))
+	for id := range f.Provider {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}

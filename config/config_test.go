@@ -1,0 +1,80 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestParseJSONCAndSubstitution(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "key.txt"), []byte("file-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OCS_TEST_KEY", `env"key`)
+	src := `{
+  // a comment with "quotes"
+  "model": "local/qwen", /* block */
+  "provider": {
+    "local": {
+      "npm": "@ai-sdk/openai-compatible",
+      "options": {"baseURL": "http://127.0.0.1:11434/v1", "apiKey": "{env:OCS_TEST_KEY}",},
+      "models": {"qwen": {"name": "Qwen // not a comment", "limit": {"context": 32000, "output": 2048}}},
+    },
+    "other": {"options": {"apiKey": "{file:key.txt}"}},
+  },
+}`
+	f, err := Parse([]byte(src), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, got, want string }{
+		{"model", f.Model, "local/qwen"},
+		{"baseURL", f.Provider["local"].Options.BaseURL, "http://127.0.0.1:11434/v1"},
+		{"env key", f.Provider["local"].Options.APIKey, `env"key`},
+		{"file key", f.Provider["other"].Options.APIKey, "file-key"},
+		{"model name", f.Provider["local"].Models["qwen"].Name, "Qwen // not a comment"},
+	}
+	for _, tc := range tests {
+		if tc.got != tc.want {
+			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
+		}
+	}
+	if !f.Provider["local"].OpenAICompatible() {
+		t.Error("openai-compatible provider not recognised")
+	}
+}
+
+func TestLoadMergesInOrder(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.json")
+	b := filepath.Join(dir, "b.json")
+	os.WriteFile(a, []byte(`{"model":"p/one","provider":{"p":{"npm":"@ai-sdk/openai","options":{"baseURL":"http://a"},"models":{"one":{}}}}}`), 0o600)
+	os.WriteFile(b, []byte(`{"model":"p/two","provider":{"p":{"options":{"baseURL":"http://b"},"models":{"two":{}}}}}`), 0o600)
+	f, err := Load(a, filepath.Join(dir, "missing.json"), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.Provider["p"]
+	if f.Model != "p/two" || p.Options.BaseURL != "http://b" || p.NPM != "@ai-sdk/openai" || len(p.Models) != 2 {
+		t.Fatalf("merged config wrong: %+v", f)
+	}
+}
+
+func TestSplitModel(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		p, m string
+		ok   bool
+	}{
+		{"a/b", "a", "b", true},
+		{"openrouter/meta/llama", "openrouter", "meta/llama", true},
+		{"nomodel", "", "", false},
+		{"/x", "", "", false},
+	} {
+		p, m, ok := SplitModel(tc.in)
+		if p != tc.p || m != tc.m || ok != tc.ok {
+			t.Errorf("SplitModel(%q) = %q %q %v", tc.in, p, m, ok)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+// Package app wires the server from its parts: configuration, providers,
+// tools, lifecycle and routes. The binary and the test server both use it,
+// so tests run exactly what ships.
+package app
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/opencode-server/opencode-server/api"
+	"github.com/opencode-server/opencode-server/config"
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/provider/openai"
+	"github.com/opencode-server/opencode-server/provider/scripted"
+	"github.com/opencode-server/opencode-server/routes"
+	"github.com/opencode-server/opencode-server/store"
+	"github.com/opencode-server/opencode-server/tool"
+)
+
+// Options configure an App.
+type Options struct {
+	Store     store.Store
+	Directory string
+	// Config is the merged opencode.json (nil: nothing configured).
+	Config *config.File
+	// Scripted shapes the built-in scripted model.
+	Scripted scripted.Config
+	// Provider, if set, replaces the scripted model (tests).
+	Provider  provider.Provider
+	Tools     []tool.Tool // nil: tool.Builtin()
+	Username  string
+	Password  string
+	Heartbeat time.Duration
+	Clock     func() time.Time
+	Logger    *slog.Logger
+}
+
+// App is a wired server.
+type App struct {
+	Manager *lifecycle.Manager
+	Bus     *eventbus.Bus
+	Handler http.Handler
+	Model   *scripted.Model
+	done    chan struct{}
+}
+
+type modelKey struct{ provider, model string }
+
+// New wires an App and resumes the sessions the store left open.
+func New(ctx context.Context, o Options) (*App, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Config == nil {
+		o.Config = &config.File{}
+	}
+	if o.Tools == nil {
+		o.Tools = tool.Builtin()
+	}
+	a := &App{Bus: eventbus.New(), Model: scripted.New(o.Scripted), done: make(chan struct{})}
+	var def provider.Provider = a.Model
+	if o.Provider != nil {
+		def = o.Provider
+	}
+
+	// The scripted model is always there; configured OpenAI-compatible
+	// providers join it.
+	catalog := routes.Catalog{Providers: []routes.ProviderInfo{{ID: scripted.ProviderID, Name: "Scripted", Source: "custom",
+		Models: []routes.ModelInfo{{ID: scripted.ModelID, Name: "Scripted Model", Context: 128000, Output: 4096}}}}}
+	models := map[modelKey]provider.Provider{{scripted.ProviderID, scripted.ModelID}: def}
+	for _, id := range o.Config.ProviderIDs() {
+		pc := o.Config.Provider[id]
+		if !pc.OpenAICompatible() {
+			o.Logger.Warn("provider skipped: only OpenAI-compatible providers are supported", "provider", id, "npm", pc.NPM)
+			continue
+		}
+		baseURL := pc.Options.BaseURL
+		if baseURL == "" && pc.NPM == "@ai-sdk/openai" {
+			baseURL = "https://api.openai.com/v1"
+		}
+		p := openai.New(openai.Config{BaseURL: baseURL, APIKey: pc.Options.APIKey, Headers: pc.Options.Headers})
+		info := routes.ProviderInfo{ID: id, Name: pc.Name, NPM: pc.NPM, BaseURL: baseURL, Source: "config"}
+		if info.Name == "" {
+			info.Name = id
+		}
+		for _, mid := range slices.Sorted(maps.Keys(pc.Models)) {
+			mc := pc.Models[mid]
+			mi := routes.ModelInfo{ID: mid, Name: mc.Name, Context: mc.Limit.Context, Output: mc.Limit.Output, ToolCall: mc.ToolCall == nil || *mc.ToolCall}
+			if mi.Name == "" {
+				mi.Name = mid
+			}
+			info.Models = append(info.Models, mi)
+			models[modelKey{id, mid}] = p
+		}
+		catalog.Providers = append(catalog.Providers, info)
+	}
+	defProvider, defModel := scripted.ProviderID, scripted.ModelID
+	if pid, mid, ok := config.SplitModel(o.Config.Model); ok {
+		if _, known := models[modelKey{pid, mid}]; known {
+			defProvider, defModel = pid, mid
+		} else {
+			o.Logger.Warn("configured model is not served; using the scripted model", "model", o.Config.Model)
+		}
+	}
+	catalog.Model = defProvider + "/" + defModel
+	catalog.SmallModel = catalog.Model
+	if pid, mid, ok := config.SplitModel(o.Config.SmallModel); ok {
+		if _, known := models[modelKey{pid, mid}]; known {
+			catalog.SmallModel = o.Config.SmallModel
+		}
+	}
+	rules, err := lifecycle.ParseRules(o.Config.Permission)
+	if err != nil {
+		return nil, err
+	}
+	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: models[modelKey{defProvider, defModel}],
+		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
+		Tools: o.Tools, Rules: rules,
+		Resolve: func(pid, mid string) (provider.Provider, bool) {
+			p, ok := models[modelKey{pid, mid}]
+			return p, ok
+		}})
+	if err := a.Manager.Resume(ctx); err != nil {
+		a.Manager.Close()
+		return nil, err
+	}
+	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
+		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done, Logger: o.Logger})
+	return a, nil
+}
+
+// Shutdown ends SSE streams, so an http.Server's Shutdown does not wait on
+// them. Call it before http.Server.Shutdown, then Close.
+func (a *App) Shutdown() {
+	select {
+	case <-a.done:
+	default:
+		close(a.done)
+	}
+}
+
+// Close stops every runner (running turns close as interrupted). The store
+// is the caller's to close afterwards.
+func (a *App) Close() {
+	a.Shutdown()
+	a.Manager.Close()
+}

@@ -1,0 +1,248 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// Rule is one permission rule, OpenCode's {permission, pattern, action}.
+// Rules are evaluated in order and the last matching rule wins.
+type Rule struct {
+	Permission string `json:"permission"`
+	Pattern    string `json:"pattern"`
+	Action     string `json:"action"` // allow, ask, deny
+}
+
+// DefaultRules let read-only tools run and ask before anything that changes
+// the project: `opencode run --attach` rejects every ask, so a plain run can
+// still read, list and search.
+var DefaultRules = []Rule{
+	{Permission: "*", Pattern: "*", Action: "ask"},
+	{Permission: "read", Pattern: "*", Action: "allow"},
+	{Permission: "list", Pattern: "*", Action: "allow"},
+	{Permission: "glob", Pattern: "*", Action: "allow"},
+	{Permission: "grep", Pattern: "*", Action: "allow"},
+	{Permission: "read", Pattern: "*.env", Action: "ask"},
+	{Permission: "read", Pattern: "*.env.*", Action: "ask"},
+}
+
+var wildcardCache sync.Map // pattern -> *regexp.Regexp
+
+// wildcard matches s against an OpenCode wildcard pattern: `*` is any run of
+// characters, `?` one character.
+func wildcard(pattern, s string) bool {
+	if pattern == "*" {
+		return true
+	}
+	if v, ok := wildcardCache.Load(pattern); ok {
+		return v.(*regexp.Regexp).MatchString(s)
+	}
+	var b strings.Builder
+	b.WriteString("^")
+	for _, r := range pattern {
+		switch r {
+		case '*':
+			b.WriteString("(?s:.*)")
+		case '?':
+			b.WriteString("(?s:.)")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return false
+	}
+	wildcardCache.Store(pattern, re)
+	return re.MatchString(s)
+}
+
+// evaluate returns the action for one permission and pattern.
+func evaluate(rulesets [][]Rule, permission, pattern string) string {
+	action := "ask"
+	for _, rs := range rulesets {
+		for _, r := range rs {
+			if wildcard(r.Permission, permission) && wildcard(r.Pattern, pattern) {
+				action = r.Action
+			}
+		}
+	}
+	return action
+}
+
+// ParseRules decodes a session's or config's permission rules: either
+// OpenCode's rule list, or the config map form {"bash": "allow"} /
+// {"bash": {"git *": "allow", "*": "ask"}}.
+func ParseRules(raw json.RawMessage) ([]Rule, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []Rule
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// "*" first so specific permissions override it; then by name.
+	sort.Slice(keys, func(i, j int) bool {
+		if (keys[i] == "*") != (keys[j] == "*") {
+			return keys[i] == "*"
+		}
+		return keys[i] < keys[j]
+	})
+	var out []Rule
+	for _, k := range keys {
+		var action string
+		if json.Unmarshal(m[k], &action) == nil {
+			out = append(out, Rule{Permission: k, Pattern: "*", Action: action})
+			continue
+		}
+		var pats map[string]string
+		if err := json.Unmarshal(m[k], &pats); err != nil {
+			return nil, err
+		}
+		pk := make([]string, 0, len(pats))
+		for p := range pats {
+			pk = append(pk, p)
+		}
+		sort.Slice(pk, func(i, j int) bool { return len(pk[i]) < len(pk[j]) || len(pk[i]) == len(pk[j]) && pk[i] < pk[j] })
+		for _, p := range pk {
+			out = append(out, Rule{Permission: k, Pattern: p, Action: pats[p]})
+		}
+	}
+	return out, nil
+}
+
+// PermissionRequest is OpenCode's PermissionRequest.
+type PermissionRequest struct {
+	ID         string          `json:"id"`
+	SessionID  string          `json:"sessionID"`
+	Permission string          `json:"permission"`
+	Patterns   []string        `json:"patterns"`
+	Metadata   map[string]any  `json:"metadata"`
+	Always     []string        `json:"always"`
+	Tool       *PermissionTool `json:"tool,omitempty"`
+}
+
+// PermissionTool names the tool call that asks.
+type PermissionTool struct {
+	MessageID string `json:"messageID"`
+	CallID    string `json:"callID"`
+}
+
+// pendingAsk is an ask waiting for a reply; reply gets "once", "always"
+// or "reject" exactly once.
+type pendingAsk struct {
+	req   PermissionRequest
+	reply chan string
+}
+
+// Permissions lists the pending permission requests of all sessions.
+func (m *Manager) Permissions() []PermissionRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]PermissionRequest, 0, len(m.asks))
+	for _, a := range m.asks {
+		out = append(out, a.req)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// ReplyPermission answers a pending request with once, always or reject.
+func (m *Manager) ReplyPermission(ctx context.Context, requestID, reply string) error {
+	if reply != "once" && reply != "always" && reply != "reject" {
+		return opencode.Errorf(opencode.EInvalid, "reply must be once, always or reject")
+	}
+	m.mu.Lock()
+	a := m.asks[requestID]
+	m.mu.Unlock()
+	if a == nil {
+		return &opencode.Error{Code: opencode.ENotFound, Message: "Permission request not found: " + requestID, Resource: "permission"}
+	}
+	var err error
+	derr := m.do(ctx, a.req.SessionID, func(r *runner) { err = r.answerAsk(requestID, reply) })
+	if derr != nil {
+		return derr
+	}
+	return err
+}
+
+// ask is called on the runner when a tool needs a decision. It returns the
+// action now ("allow"/"deny"), or "ask" with a channel the reply arrives on.
+func (r *runner) ask(call *toolRun, permission string, patterns []string) (string, chan string) {
+	sessionRules, _ := ParseRules(r.sess.Permission)
+	rulesets := [][]Rule{DefaultRules, r.m.cfg.Rules, sessionRules, r.approved}
+	action := "allow"
+	for _, p := range patterns {
+		switch evaluate(rulesets, permission, p) {
+		case "deny":
+			return "deny", nil
+		case "ask":
+			action = "ask"
+		}
+	}
+	if action == "allow" {
+		return "allow", nil
+	}
+	req := PermissionRequest{ID: identifier.Ascending(identifier.Permission), SessionID: r.id, Permission: permission,
+		Patterns: patterns, Metadata: map[string]any{}, Always: patterns,
+		Tool: &PermissionTool{MessageID: call.messageID, CallID: call.callID}}
+	a := &pendingAsk{req: req, reply: make(chan string, 1)}
+	r.m.mu.Lock()
+	r.m.asks[req.ID] = a
+	r.m.mu.Unlock()
+	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvPermissionAsked, req))
+	return "ask", a.reply
+}
+
+// answerAsk delivers a reply on the runner. "always" approves the patterns
+// for the rest of the session.
+func (r *runner) answerAsk(requestID, reply string) error {
+	r.m.mu.Lock()
+	a := r.m.asks[requestID]
+	delete(r.m.asks, requestID)
+	r.m.mu.Unlock()
+	if a == nil {
+		return &opencode.Error{Code: opencode.ENotFound, Message: "Permission request not found: " + requestID, Resource: "permission"}
+	}
+	if reply == "always" {
+		for _, p := range a.req.Always {
+			r.approved = append(r.approved, Rule{Permission: a.req.Permission, Pattern: p, Action: "allow"})
+		}
+	}
+	a.reply <- reply
+	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvPermissionReply,
+		map[string]any{"sessionID": r.id, "requestID": requestID, "reply": reply}))
+	return nil
+}
+
+// rejectAsks rejects every pending ask of this session (abort, shutdown).
+func (r *runner) rejectAsks() {
+	r.m.mu.Lock()
+	var ids []string
+	for id, a := range r.m.asks {
+		if a.req.SessionID == r.id {
+			ids = append(ids, id)
+		}
+	}
+	r.m.mu.Unlock()
+	sort.Strings(ids)
+	for _, id := range ids {
+		_ = r.answerAsk(id, "reject")
+	}
+}

@@ -1,0 +1,234 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/tool"
+)
+
+// toolRun is one tool call of a step, owned by the runner.
+type toolRun struct {
+	callID    string
+	name      string
+	messageID string
+	part      int // index of the tool part in step.parts
+	input     json.RawMessage
+	started   bool
+	done      bool
+	output    string
+	failed    bool
+}
+
+// askReq is a tool goroutine asking the runner for a permission decision.
+type askReq struct {
+	callID     string
+	permission string
+	patterns   []string
+	resp       chan askResp
+}
+
+type askResp struct {
+	action string      // allow, deny, ask
+	reply  chan string // for ask: once, always or reject
+}
+
+// toolResult is a finished tool run reported back to the runner.
+type toolResult struct {
+	callID string
+	res    tool.Result
+	err    error
+}
+
+func toolSpecs(tools []tool.Tool) []provider.ToolSpec {
+	out := make([]provider.ToolSpec, len(tools))
+	for i, t := range tools {
+		out[i] = provider.ToolSpec{Name: t.Name(), Description: t.Description(), Parameters: t.Parameters()}
+	}
+	return out
+}
+
+func (st *step) call(id string) *toolRun {
+	for _, c := range st.calls {
+		if c.callID == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// toolPending opens a tool part in state pending when the model starts a call.
+func (r *runner) toolPending(st *step, tc *provider.ToolCall) *toolRun {
+	if c := st.call(tc.ID); c != nil {
+		return c
+	}
+	now := r.m.now()
+	raw := ""
+	p := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartTool,
+		CallID: tc.ID, Tool: tc.Name, State: &opencode.ToolState{Status: "pending", Input: json.RawMessage("{}"), Raw: &raw}}
+	c := &toolRun{callID: tc.ID, name: tc.Name, messageID: st.msg.ID, part: len(st.parts)}
+	st.parts = append(st.parts, p)
+	st.calls = append(st.calls, c)
+	t := r.tx()
+	t.part(p, now)
+	t.durable(opencode.EvToolInputStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+		"assistantMessageID": st.msg.ID, "callID": tc.ID, "name": tc.Name})
+	t.mustFlush()
+	return c
+}
+
+// toolCall marks the call running and starts it on its own goroutine.
+func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
+	c := r.toolPending(st, tc)
+	if c.started {
+		return
+	}
+	c.started = true
+	input := tc.Arguments
+	if !json.Valid(input) || len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	c.input = input
+	now := r.m.now()
+	p := st.parts[c.part]
+	p.State = &opencode.ToolState{Status: "running", Input: input, Time: &opencode.ToolTime{Start: now}}
+	st.parts[c.part] = p
+	t := r.tx()
+	t.part(p, now)
+	t.durable(opencode.EvToolCalled, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+		"assistantMessageID": st.msg.ID, "callID": c.callID, "tool": c.name, "input": input})
+	t.mustFlush()
+
+	impl := lookupTool(r.m.cfg.Tools, c.name)
+	n, ctx, dir := st.n, r.turn.ctx, r.sess.Directory
+	args := tc.Arguments
+	r.m.wg.Add(1)
+	go func() {
+		defer r.m.wg.Done()
+		res, err := r.execTool(ctx, n, c.callID, impl, tool.Call{Dir: dir, Input: args})
+		r.post(streamMsg{step: n, tool: &toolResult{callID: c.callID, res: res, err: err}})
+	}()
+}
+
+func lookupTool(tools []tool.Tool, name string) tool.Tool {
+	for _, t := range tools {
+		if t.Name() == name {
+			return t
+		}
+	}
+	return nil
+}
+
+type toolError string
+
+func (e toolError) Error() string { return string(e) }
+
+// execTool runs on the tool's goroutine: permission first (asking the
+// runner, and the user if a rule says ask), then the tool itself.
+func (r *runner) execTool(ctx context.Context, n int64, callID string, impl tool.Tool, call tool.Call) (tool.Result, error) {
+	if impl == nil {
+		return tool.Result{}, toolError("unknown tool")
+	}
+	perm, patterns, err := impl.Permission(call)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	req := &askReq{callID: callID, permission: perm, patterns: patterns, resp: make(chan askResp, 1)}
+	r.post(streamMsg{step: n, ask: req})
+	var resp askResp
+	select {
+	case resp = <-req.resp:
+	case <-ctx.Done():
+		return tool.Result{}, ctx.Err()
+	}
+	switch resp.action {
+	case "deny":
+		return tool.Result{}, toolError("permission denied: a rule denies " + perm + " for this pattern")
+	case "ask":
+		select {
+		case reply := <-resp.reply:
+			if reply == "reject" {
+				return tool.Result{}, toolError("The user rejected permission to use this specific tool call.")
+			}
+		case <-ctx.Done():
+			return tool.Result{}, ctx.Err()
+		}
+	}
+	return impl.Run(ctx, call)
+}
+
+// onAsk answers a tool goroutine's permission question on the runner.
+func (r *runner) onAsk(st *step, req *askReq) {
+	c := st.call(req.callID)
+	if c == nil {
+		req.resp <- askResp{action: "deny"}
+		return
+	}
+	action, reply := r.ask(c, req.permission, req.patterns)
+	req.resp <- askResp{action: action, reply: reply}
+}
+
+// toolDone closes a tool part as completed or error.
+func (r *runner) toolDone(st *step, tr *toolResult) {
+	c := st.call(tr.callID)
+	if c == nil || c.done {
+		return
+	}
+	c.done = true
+	now := r.m.now()
+	p := st.parts[c.part]
+	start := now
+	if p.State != nil && p.State.Time != nil {
+		start = p.State.Time.Start
+	}
+	end := now
+	t := r.tx()
+	if tr.err != nil {
+		c.failed = true
+		c.output = tr.err.Error()
+		p.State = &opencode.ToolState{Status: "error", Input: c.input, Error: c.output, Time: &opencode.ToolTime{Start: start, End: &end}}
+		t.durable(opencode.EvToolFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"assistantMessageID": st.msg.ID, "callID": c.callID, "error": map[string]any{"type": "unknown", "message": c.output}})
+	} else {
+		c.output = tr.res.Output
+		md := tr.res.Metadata
+		if md == nil {
+			md = map[string]any{}
+		}
+		out := tr.res.Output
+		p.State = &opencode.ToolState{Status: "completed", Input: c.input, Output: &out, Title: tr.res.Title,
+			Metadata: mustJSON(md), Time: &opencode.ToolTime{Start: start, End: &end}}
+		t.durable(opencode.EvToolSuccess, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"assistantMessageID": st.msg.ID, "callID": c.callID, "title": tr.res.Title, "output": out})
+	}
+	st.parts[c.part] = p
+	t.part(p, now)
+	t.mustFlush()
+	r.maybeEndStep()
+}
+
+// abortTools closes every unfinished tool part of the step as aborted.
+func (r *runner) abortTools(t *tx, st *step, now int64) {
+	for _, c := range st.calls {
+		if c.done {
+			continue
+		}
+		c.done, c.failed, c.output = true, true, "Tool execution aborted"
+		p := st.parts[c.part]
+		start := now
+		if p.State != nil && p.State.Time != nil {
+			start = p.State.Time.Start
+		}
+		end := now
+		input := c.input
+		if input == nil {
+			input = json.RawMessage("{}")
+		}
+		p.State = &opencode.ToolState{Status: "error", Input: input, Error: c.output, Time: &opencode.ToolTime{Start: start, End: &end}}
+		st.parts[c.part] = p
+		t.part(p, now)
+	}
+}

@@ -1,0 +1,247 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	bashDefaultTimeout = 2 * time.Minute
+	bashMaxTimeout     = 10 * time.Minute
+	bashHeadBytes      = 10 * 1024 // output kept from the start
+	bashTailBytes      = 20 * 1024 // output kept from the end
+	bashMetaPreview    = 30 * 1024
+)
+
+// Bash runs a shell command in the session directory.
+type Bash struct{}
+
+type bashInput struct {
+	Command     string   `json:"command"`
+	Timeout     *float64 `json:"timeout"`
+	Description string   `json:"description"`
+}
+
+func (Bash) Name() string { return "bash" }
+
+func (Bash) Description() string {
+	return `Executes a command with bash -c in the session directory.
+
+Usage:
+- timeout is in milliseconds: 120000 (2 minutes) by default, at most 600000 (10 minutes). A command still running then is killed.
+- stdout and stderr are returned together; output beyond 30 KB is truncated in the middle.
+- The command runs in its own process group; when it exits, times out or is aborted, every process it started is killed, so do not rely on background processes surviving.
+- description is a short (5-10 words) explanation of what the command does.
+- Prefer the read, write, edit, glob, grep and list tools over cat, sed, find and grep.`
+}
+
+func (Bash) Parameters() json.RawMessage {
+	return schema([]string{"command", "description"},
+		str("command", "The command to execute"),
+		num("timeout", "Optional timeout in milliseconds"),
+		str("description", "Clear, concise description of what this command does in 5-10 words"),
+	)
+}
+
+func (t Bash) input(c Call) (bashInput, error) {
+	var in bashInput
+	if err := decode(t.Name(), c.Input, &in); err != nil {
+		return in, err
+	}
+	if strings.TrimSpace(in.Command) == "" {
+		return in, errors.New("command is required")
+	}
+	if in.Timeout != nil && *in.Timeout < 0 {
+		return in, errors.New("timeout must not be negative")
+	}
+	return in, nil
+}
+
+func (t Bash) Permission(c Call) (string, []string, error) {
+	in, err := t.input(c)
+	if err != nil {
+		return "", nil, err
+	}
+	return "bash", []string{in.Command}, nil
+}
+
+// shell returns the shell to run commands with: bash, else sh.
+func shell() string {
+	if p, err := exec.LookPath("bash"); err == nil {
+		return p
+	}
+	return "/bin/sh"
+}
+
+func (t Bash) Run(ctx context.Context, c Call) (Result, error) {
+	in, err := t.input(c)
+	if err != nil {
+		return Result{}, err
+	}
+	timeout := bashDefaultTimeout
+	if in.Timeout != nil && *in.Timeout > 0 {
+		timeout = time.Duration(*in.Timeout * float64(time.Millisecond))
+		if timeout > bashMaxTimeout {
+			timeout = bashMaxTimeout
+		}
+	}
+	dir, err := Resolve(c.Dir, "")
+	if err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+
+	// Our own pipe, so that Wait does not wait for output copying: the
+	// reader below ends once every process holding the write end is gone.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return Result{}, err
+	}
+	cmd := exec.Command(shell(), "-c", in.Command)
+	cmd.Dir = dir
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return Result{}, err
+	}
+	pw.Close()
+	pgid := cmd.Process.Pid
+
+	out := &capBuffer{head: bashHeadBytes, tail: bashTailBytes}
+	copied := make(chan struct{})
+	go func() {
+		io.Copy(out, pr)
+		pr.Close()
+		close(copied)
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var (
+		waitErr  error
+		timedOut bool
+		aborted  bool
+	)
+	select {
+	case waitErr = <-waited:
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		aborted = true
+	}
+	// Kill the whole group: the command's leftovers after a normal exit, or
+	// everything on timeout and abort.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if timedOut || aborted {
+		waitErr = <-waited
+	}
+	// Processes that left the group (setsid) may still hold the pipe; do
+	// not wait for them forever.
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second):
+		pr.Close()
+		<-copied
+	}
+
+	output := out.String()
+	exit := -1
+	if cmd.ProcessState != nil {
+		exit = cmd.ProcessState.ExitCode()
+	}
+	meta := map[string]any{
+		"output":      truncateRunes(output, bashMetaPreview, "\n\n..."),
+		"exit":        exit,
+		"description": in.Description,
+		"truncated":   out.truncated(),
+	}
+	title := in.Description
+	if title == "" {
+		title = in.Command
+	}
+	res := Result{Title: title, Output: output, Metadata: meta}
+	switch {
+	case aborted:
+		meta["aborted"] = true
+		return res, fmt.Errorf("command aborted: %w", ctx.Err())
+	case timedOut:
+		meta["timeout"] = true
+		res.Output += fmt.Sprintf("\n\n<bash_metadata>\nbash tool terminated command after exceeding timeout %d ms\n</bash_metadata>", timeout.Milliseconds())
+		return res, fmt.Errorf("command timed out after %s and was killed", timeout)
+	}
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) {
+		return res, waitErr
+	}
+	if res.Output == "" {
+		res.Output = "(no output)"
+	}
+	if exit != 0 {
+		res.Output += fmt.Sprintf("\n\n(exit code %d)", exit)
+	}
+	return res, nil
+}
+
+// capBuffer keeps the first head and the last tail bytes written to it.
+type capBuffer struct {
+	mu      sync.Mutex
+	head    int
+	tail    int
+	first   []byte
+	ring    []byte // last bytes, at most tail
+	total   int64
+	dropped int64
+}
+
+func (b *capBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(p)
+	b.total += int64(n)
+	if room := b.head - len(b.first); room > 0 {
+		k := min(room, len(p))
+		b.first = append(b.first, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) == 0 {
+		return n, nil
+	}
+	b.ring = append(b.ring, p...)
+	if over := len(b.ring) - b.tail; over > 0 {
+		b.dropped += int64(over)
+		// Compact occasionally to keep memory bounded.
+		b.ring = append(b.ring[:0:0], b.ring[over:]...)
+	}
+	return n, nil
+}
+
+func (b *capBuffer) truncated() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dropped > 0
+}
+
+func (b *capBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dropped == 0 {
+		return string(b.first) + string(b.ring)
+	}
+	return fmt.Sprintf("%s\n\n... output truncated (%d bytes omitted) ...\n\n%s", b.first, b.dropped, b.ring)
+}

@@ -1,0 +1,137 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+const globLimit = 100
+
+// Glob finds files by name pattern.
+type Glob struct{}
+
+type globInput struct {
+	Pattern string `json:"pattern"`
+	Path    string `json:"path"`
+}
+
+func (Glob) Name() string { return "glob" }
+
+func (Glob) Description() string {
+	return fmt.Sprintf(`Fast file pattern matching.
+
+Usage:
+- Supports glob patterns like "**/*.js" or "src/**/*.{ts,tsx}"; "**" matches any number of directories. A pattern without "/" matches file names at any depth.
+- path is the directory to search in (defaults to the session directory); the pattern is relative to it.
+- Returns matching file paths relative to the session directory, most recently modified first, at most %d.`, globLimit)
+}
+
+func (Glob) Parameters() json.RawMessage {
+	return schema([]string{"pattern"},
+		str("pattern", "The glob pattern to match files against"),
+		str("path", "The directory to search in. Defaults to the session directory."),
+	)
+}
+
+func (t Glob) input(c Call) (globInput, string, string, error) {
+	var in globInput
+	if err := decode(t.Name(), c.Input, &in); err != nil {
+		return in, "", "", err
+	}
+	if in.Pattern == "" {
+		return in, "", "", errors.New("pattern is required")
+	}
+	abs, rel, err := resolve(c.Dir, in.Path)
+	return in, abs, rel, err
+}
+
+func (t Glob) Permission(c Call) (string, []string, error) {
+	in, _, _, err := t.input(c)
+	if err != nil {
+		return "", nil, err
+	}
+	return "glob", []string{in.Pattern}, nil
+}
+
+func (t Glob) Run(ctx context.Context, c Call) (Result, error) {
+	in, root, rel, err := t.input(c)
+	if err != nil {
+		return Result{}, err
+	}
+	pattern := in.Pattern
+	if filepath.IsAbs(pattern) {
+		// An absolute pattern must point inside the search directory.
+		r, err := filepath.Rel(root, pattern)
+		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+			r2, err2 := filepath.Rel(filepath.Clean(c.Dir), pattern)
+			if err2 != nil || r2 == ".." || strings.HasPrefix(r2, "../") {
+				return Result{}, fmt.Errorf("%s: %w", pattern, ErrEscape)
+			}
+			r = r2
+		}
+		pattern = filepath.ToSlash(r)
+	}
+	m, err := compileGlob(pattern)
+	if err != nil {
+		return Result{}, err
+	}
+	if fi, err := os.Stat(root); err != nil {
+		return Result{}, err
+	} else if !fi.IsDir() {
+		return Result{}, fmt.Errorf("%s is not a directory", rel)
+	}
+
+	type hit struct {
+		rel   string
+		mtime time.Time
+	}
+	var hits []hit
+	err = walkFiles(ctx, c.Dir, root, func(_, relRoot, relDir string, info fs.FileInfo) error {
+		if m.match(relRoot) {
+			hits = append(hits, hit{relDir, info.ModTime()})
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	sort.SliceStable(hits, func(i, j int) bool {
+		if !hits[i].mtime.Equal(hits[j].mtime) {
+			return hits[i].mtime.After(hits[j].mtime)
+		}
+		return hits[i].rel < hits[j].rel
+	})
+	truncated := len(hits) > globLimit
+	if truncated {
+		hits = hits[:globLimit]
+	}
+	var b strings.Builder
+	if len(hits) == 0 {
+		b.WriteString("No files found")
+	}
+	for i, h := range hits {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(h.rel)
+	}
+	if truncated {
+		b.WriteString("\n\n(Results are truncated. Consider using a more specific path or pattern.)")
+	}
+	return Result{
+		Title:  rel,
+		Output: b.String(),
+		Metadata: map[string]any{
+			"count":     len(hits),
+			"truncated": truncated,
+		},
+	}, nil
+}

@@ -1,0 +1,258 @@
+package tool
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+const (
+	readDefaultLimit = 2000
+	readMaxLineLen   = 2000
+	readMaxBytes     = 50 * 1024
+)
+
+// Read reads a text file with line numbers.
+type Read struct{}
+
+type readInput struct {
+	FilePath string `json:"filePath"`
+	Offset   *int   `json:"offset"`
+	Limit    *int   `json:"limit"`
+}
+
+func (Read) Name() string { return "read" }
+
+func (Read) Description() string {
+	return `Reads a file from the session directory.
+
+Usage:
+- filePath may be absolute (inside the session directory) or relative to it.
+- By default up to 2000 lines are returned from the start of the file; use offset (1-indexed line number) and limit to read other parts.
+- Lines longer than 2000 characters are truncated; output is capped at 50 KB.
+- Each line is prefixed with its line number ("12: text").
+- Directories and binary files cannot be read; use the list tool for directories.`
+}
+
+func (Read) Parameters() json.RawMessage {
+	return schema([]string{"filePath"},
+		str("filePath", "The path to the file to read"),
+		num("offset", "The line number to start reading from (1-indexed)"),
+		num("limit", "The maximum number of lines to read (defaults to 2000)"),
+	)
+}
+
+func (t Read) input(c Call) (readInput, string, string, error) {
+	var in readInput
+	if err := decode(t.Name(), c.Input, &in); err != nil {
+		return in, "", "", err
+	}
+	if in.FilePath == "" {
+		return in, "", "", errors.New("filePath is required")
+	}
+	abs, rel, err := resolve(c.Dir, in.FilePath)
+	return in, abs, rel, err
+}
+
+func (t Read) Permission(c Call) (string, []string, error) {
+	_, _, rel, err := t.input(c)
+	if err != nil {
+		return "", nil, err
+	}
+	return "read", []string{rel}, nil
+}
+
+func (t Read) Run(ctx context.Context, c Call) (Result, error) {
+	in, abs, rel, err := t.input(c)
+	if err != nil {
+		return Result{}, err
+	}
+	offset, limit := 1, readDefaultLimit
+	if in.Offset != nil {
+		if *in.Offset < 0 {
+			return Result{}, errors.New("offset must be greater than or equal to 1")
+		}
+		if *in.Offset > 0 {
+			offset = *in.Offset
+		}
+	}
+	if in.Limit != nil {
+		if *in.Limit < 0 {
+			return Result{}, errors.New("limit must not be negative")
+		}
+		if *in.Limit > 0 {
+			limit = *in.Limit
+		}
+	}
+
+	fi, err := os.Stat(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Result{}, notFound(abs, rel)
+		}
+		return Result{}, err
+	}
+	if fi.IsDir() {
+		return Result{}, fmt.Errorf("%s is a directory, not a file; use the list tool to see its entries", rel)
+	}
+	if !fi.Mode().IsRegular() {
+		return Result{}, fmt.Errorf("%s is not a regular file", rel)
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.Close()
+	bin, err := isBinaryFile(abs, f)
+	if err != nil {
+		return Result{}, err
+	}
+	if bin {
+		return Result{}, fmt.Errorf("cannot read binary file: %s", rel)
+	}
+
+	var (
+		out       strings.Builder
+		preview   []string
+		count     int // lines seen
+		shown     int
+		bytesOut  int
+		cut, more bool
+	)
+	br := bufio.NewReaderSize(f, 64*1024)
+	for {
+		if count%4096 == 0 && ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		line, eof, err := readLine(br, readMaxLineLen*4)
+		if err != nil {
+			return Result{}, err
+		}
+		if eof && line == nil {
+			break
+		}
+		count++
+		if count < offset {
+			if eof {
+				break
+			}
+			continue
+		}
+		if shown >= limit {
+			more = true
+			break
+		}
+		text := strings.TrimSuffix(string(line), "\r")
+		text = truncateRunes(text, readMaxLineLen, fmt.Sprintf("... (line truncated to %d chars)", readMaxLineLen))
+		entry := fmt.Sprintf("%d: %s", count, text)
+		if bytesOut+len(entry)+1 > readMaxBytes {
+			cut, more = true, true
+			break
+		}
+		if shown > 0 {
+			out.WriteByte('\n')
+		}
+		out.WriteString(entry)
+		bytesOut += len(entry) + 1
+		if shown < 20 {
+			preview = append(preview, text)
+		}
+		shown++
+		if eof {
+			break
+		}
+	}
+	if count < offset && !(count == 0 && offset == 1) {
+		return Result{}, fmt.Errorf("offset %d is out of range for this file (%d lines)", offset, count)
+	}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "<path>%s</path>\n<type>file</type>\n<content>\n", abs)
+	b.WriteString(out.String())
+	last := offset + shown - 1
+	switch {
+	case cut:
+		fmt.Fprintf(&b, "\n\n(Output capped at %d KB. Showing lines %d-%d. Use offset=%d to continue.)", readMaxBytes/1024, offset, last, last+1)
+	case more:
+		fmt.Fprintf(&b, "\n\n(Showing lines %d-%d. File has more lines. Use offset=%d to continue.)", offset, last, last+1)
+	default:
+		fmt.Fprintf(&b, "\n\n(End of file - total %d lines)", count)
+	}
+	b.WriteString("\n</content>")
+	return Result{
+		Title:  rel,
+		Output: b.String(),
+		Metadata: map[string]any{
+			"preview":   strings.Join(preview, "\n"),
+			"truncated": more,
+		},
+	}, nil
+}
+
+// readLine reads one line without its "\n", keeping at most max bytes of it
+// (the rest is discarded). eof is true when the input ended; line is nil
+// then if nothing was read.
+func readLine(br *bufio.Reader, max int) (line []byte, eof bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line) < max {
+			room := max - len(line)
+			c := chunk
+			if len(c) > room {
+				c = c[:room]
+			}
+			line = append(line, c...)
+		} else if line == nil {
+			line = []byte{}
+		}
+		switch {
+		case err == nil:
+			return trimNL(line, chunk), false, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			if len(line) == 0 {
+				return nil, true, nil
+			}
+			return line, true, nil
+		default:
+			return nil, false, err
+		}
+	}
+}
+
+// trimNL drops the trailing newline if the last chunk ended with one and it
+// was kept.
+func trimNL(line, chunk []byte) []byte {
+	if len(chunk) > 0 && chunk[len(chunk)-1] == '\n' && len(line) > 0 && line[len(line)-1] == '\n' {
+		return line[:len(line)-1]
+	}
+	return line
+}
+
+// notFound builds OpenCode's "File not found" error with suggestions.
+func notFound(abs, rel string) error {
+	dir, base := filepath.Dir(abs), strings.ToLower(filepath.Base(abs))
+	entries, _ := os.ReadDir(dir)
+	var sugg []string
+	for _, e := range entries {
+		n := strings.ToLower(e.Name())
+		if strings.Contains(n, base) || strings.Contains(base, n) {
+			sugg = append(sugg, filepath.ToSlash(filepath.Join(filepath.Dir(rel), e.Name())))
+			if len(sugg) == 3 {
+				break
+			}
+		}
+	}
+	if len(sugg) > 0 {
+		return fmt.Errorf("file not found: %s\n\nDid you mean one of these?\n%s", rel, strings.Join(sugg, "\n"))
+	}
+	return fmt.Errorf("file not found: %s", rel)
+}

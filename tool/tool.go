@@ -1,0 +1,39 @@
+// Package tool holds the coding tools a model can call (read, write, edit,
+// list, glob, grep, bash). Every tool is confined to the session's
+// directory: no path may escape it through ".." or symlinks.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Call is one tool invocation.
+type Call struct {
+	// Dir is the session's directory; every path is resolved inside it.
+	Dir   string
+	Input json.RawMessage
+}
+
+// Result is a finished tool run, shaped for OpenCode's completed tool state.
+type Result struct {
+	Title    string
+	Output   string
+	Metadata map[string]any
+}
+
+// Tool is one tool.
+type Tool interface {
+	Name() string
+	Description() string
+	// Parameters is the JSON schema of the input object.
+	Parameters() json.RawMessage
+	// Permission names the permission a call needs and the patterns it
+	// touches (a path relative to Dir, a command line), so that lifecycle
+	// can apply the allow/ask/deny rules before Run. An input that cannot be
+	// decoded is an error.
+	Permission(c Call) (permission string, patterns []string, err error)
+	// Run executes the call. Cancelling ctx (abort) stops it at once; a
+	// running process is killed.
+	Run(ctx context.Context, c Call) (Result, error)
+}
