@@ -38,6 +38,9 @@ type Config struct {
 	// rules (applied after DefaultRules, before the session's own).
 	Tools []tool.Tool
 	Rules []Rule
+	// Price gives a model's dollars per million input and output tokens
+	// (nil or a miss: free).
+	Price func(providerID, modelID string) (input, output float64, ok bool)
 	// Directory is the default working directory of new sessions.
 	Directory string
 	// Clock is the time source (time.Now when nil).
@@ -136,6 +139,18 @@ func (m *Manager) providerFor(model opencode.MessageModel) provider.Provider {
 		}
 	}
 	return m.cfg.Provider
+}
+
+// cost is the dollar cost of one model call's usage.
+func (m *Manager) cost(model opencode.MessageModel, u provider.Usage) float64 {
+	if m.cfg.Price == nil {
+		return 0
+	}
+	in, out, ok := m.cfg.Price(model.ProviderID, model.ModelID)
+	if !ok {
+		return 0
+	}
+	return (float64(u.Input)*in + float64(u.Output+u.Reasoning)*out) / 1e6
 }
 
 // HasModel reports whether a prompt may name this model.

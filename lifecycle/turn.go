@@ -358,18 +358,21 @@ func (r *runner) endStep(err error) {
 	total := u.Input + u.Output + u.Reasoning
 	tokens := opencode.Tokens{Total: &total, Input: u.Input, Output: u.Output, Reasoning: u.Reasoning,
 		Cache: opencode.CacheUsage{Read: u.CacheRead}}
+	cost := r.m.cost(tu.model, u)
 	fin := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepFinish,
-		Reason: st.finish.Reason, Tokens: &tokens}
+		Reason: st.finish.Reason, Tokens: &tokens, Cost: cost}
 	t.part(fin, now)
 	st.parts = append(st.parts, fin)
 	st.msg.Tokens = tokens
+	st.msg.Cost = cost
 	st.msg.Finish = st.finish.Reason
 	st.msg.Time.Completed = &now
 	t.message(st.msg)
 	t.durable(opencode.EvStepEnded, 2, map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "finish": st.finish.Reason, "cost": 0,
+		"assistantMessageID": st.msg.ID, "finish": st.finish.Reason, "cost": cost,
 		"tokens": map[string]any{"input": u.Input, "output": u.Output, "reasoning": u.Reasoning,
 			"cache": map[string]any{"read": u.CacheRead, "write": 0}}})
+	r.sess.Cost += cost
 	r.sess.Tokens.Input += u.Input
 	r.sess.Tokens.Output += u.Output
 	r.sess.Tokens.Reasoning += u.Reasoning

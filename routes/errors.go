@@ -66,6 +66,8 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 				name = "PayloadTooLargeError"
 			case http.StatusMethodNotAllowed:
 				name = "MethodNotAllowedError"
+			case http.StatusTooManyRequests:
+				name = "TooManyRequestsError"
 			}
 			writeJSON(w, he.Status, map[string]any{"name": name, "data": data})
 			return
@@ -80,6 +82,8 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 			tag = "PayloadTooLargeError"
 		case http.StatusMethodNotAllowed:
 			tag = "MethodNotAllowedError"
+		case http.StatusTooManyRequests:
+			tag = "TooManyRequestsError"
 		}
 		body := map[string]any{"_tag": tag, "message": he.Msg}
 		if he.Kind != "" {

@@ -33,15 +33,21 @@ type Config struct {
 	// Heartbeat is the SSE heartbeat interval (10 s when zero).
 	Heartbeat time.Duration
 	// Done is closed when the server shuts down; SSE streams end then.
-	Done   <-chan struct{}
-	Logger *slog.Logger
+	Done <-chan struct{}
+	// CORS lists extra allowed browser origins ("https://app.example.com");
+	// loopback origins are always allowed, and there is no wildcard.
+	CORS []string
+	// MaxStreams caps concurrent SSE streams per client address (default 64).
+	MaxStreams int
+	Logger     *slog.Logger
 }
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	cfg Config
-	m   *lifecycle.Manager
-	log *slog.Logger
+	cfg     Config
+	m       *lifecycle.Manager
+	log     *slog.Logger
+	streams *streamLimiter
 }
 
 // New returns the router.
@@ -58,9 +64,12 @@ func New(cfg Config) http.Handler {
 	if cfg.Done == nil {
 		cfg.Done = make(chan struct{})
 	}
-	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Logger}
+	if cfg.MaxStreams == 0 {
+		cfg.MaxStreams = 64
+	}
+	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Logger, streams: newStreamLimiter(cfg.MaxStreams)}
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.auth)
+	r.Use(s.recoverer, s.cors, s.auth)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		fam := v1
 		if isV2(r) {

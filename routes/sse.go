@@ -163,6 +163,12 @@ func (s *Server) eventStream(kind opencode.FrameKind) http.HandlerFunc {
 		encode = frameGlobal
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
+		release, ok := s.streams.acquire(r)
+		if !ok {
+			writeError(w, r, v1, s.log, tooManyStreams)
+			return
+		}
+		defer release()
 		sub := s.m.Subscribe(subscriberQueue, nil)
 		sub.Track()
 		defer sub.Close()

@@ -475,6 +475,11 @@ func (s *Server) v2SessionEvents(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.m.GetSession(r.Context(), id); err != nil {
 		return err
 	}
+	release, ok := s.streams.acquire(r)
+	if !ok {
+		return tooManyStreams
+	}
+	defer release()
 	sub := s.m.Subscribe(subscriberQueue, func(e *opencode.Event) bool { return e.Durable && e.SessionID == id })
 	sub.Track()
 	defer sub.Close()
@@ -528,6 +533,12 @@ func frameNative(e *opencode.Event) []byte {
 }
 
 func (s *Server) v2AllEvents(w http.ResponseWriter, r *http.Request) {
+	release, ok := s.streams.acquire(r)
+	if !ok {
+		writeError(w, r, v2, s.log, tooManyStreams)
+		return
+	}
+	defer release()
 	sub := s.m.Subscribe(subscriberQueue, nil)
 	sub.Track()
 	defer sub.Close()

@@ -74,6 +74,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	catalog := routes.Catalog{Providers: []routes.ProviderInfo{{ID: scripted.ProviderID, Name: "Scripted", Source: "custom",
 		Models: []routes.ModelInfo{{ID: scripted.ModelID, Name: "Scripted Model", Context: 128000, Output: 4096}}}}}
 	models := map[modelKey]provider.Provider{{scripted.ProviderID, scripted.ModelID}: def}
+	prices := map[modelKey][2]float64{}
 	for _, id := range o.Config.ProviderIDs() {
 		pc := o.Config.Provider[id]
 		if !pc.OpenAICompatible() {
@@ -97,6 +98,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 			}
 			info.Models = append(info.Models, mi)
 			models[modelKey{id, mid}] = p
+			if mc.Cost != nil {
+				prices[modelKey{id, mid}] = [2]float64{mc.Cost.Input, mc.Cost.Output}
+			}
 		}
 		catalog.Providers = append(catalog.Providers, info)
 	}
@@ -125,6 +129,10 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Resolve: func(pid, mid string) (provider.Provider, bool) {
 			p, ok := models[modelKey{pid, mid}]
 			return p, ok
+		},
+		Price: func(pid, mid string) (float64, float64, bool) {
+			p, ok := prices[modelKey{pid, mid}]
+			return p[0], p[1], ok
 		}})
 	if err := a.Manager.Resume(ctx); err != nil {
 		a.Manager.Close()

@@ -1,0 +1,95 @@
+package openai
+
+import (
+	"encoding/json"
+
+	"github.com/opencode-server/opencode-server/provider"
+)
+
+// chatRequest is the body of POST /chat/completions.
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []chatMessage `json:"messages"`
+	Tools         []chatTool    `json:"tools,omitempty"`
+	Stream        bool          `json:"stream"`
+	StreamOptions streamOptions `json:"stream_options"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role       string         `json:"role"`
+	Content    string         `json:"content"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type chatTool struct {
+	Type     string       `json:"type"`
+	Function chatToolSpec `json:"function"`
+}
+
+type chatToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// buildRequest converts a provider request to the OpenAI wire form: the
+// system prompt first, assistant tool calls as tool_calls, tool results as
+// role "tool" messages.
+func buildRequest(req provider.Request) chatRequest {
+	out := chatRequest{
+		Model:         req.ModelID,
+		Messages:      make([]chatMessage, 0, len(req.Messages)+1),
+		Stream:        true,
+		StreamOptions: streamOptions{IncludeUsage: true},
+	}
+	if req.System != "" {
+		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: req.System})
+	}
+	for _, m := range req.Messages {
+		cm := chatMessage{Role: m.Role, Content: m.Content}
+		switch m.Role {
+		case "assistant":
+			for _, tc := range m.ToolCalls {
+				args := string(tc.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				cm.ToolCalls = append(cm.ToolCalls, chatToolCall{
+					ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args},
+				})
+			}
+		case "tool":
+			cm.ToolCallID = m.ToolCallID
+		}
+		out.Messages = append(out.Messages, cm)
+	}
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if len(params) == 0 || !json.Valid(params) {
+			params = emptySchema
+		}
+		out.Tools = append(out.Tools, chatTool{
+			Type:     "function",
+			Function: chatToolSpec{Name: t.Name, Description: t.Description, Parameters: params},
+		})
+	}
+	return out
+}

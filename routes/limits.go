@@ -1,0 +1,96 @@
+package routes
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// cors answers browser preflights and allows loopback origins plus the
+// configured ones, like `opencode serve --cors`; other origins get no CORS
+// headers (the browser then blocks the response). Preflights are answered
+// before auth, as browsers send them without credentials.
+func (s *Server) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		w.Header().Add("Vary", "Origin")
+		if origin == "" || !s.allowedOrigin(origin) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Allow-Credentials", "true")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, HEAD, PUT, PATCH, POST, DELETE")
+			if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" {
+				h.Set("Access-Control-Allow-Headers", rh)
+			}
+			h.Set("Access-Control-Max-Age", "86400")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) allowedOrigin(origin string) bool {
+	if slices.Contains(s.cfg.CORS, origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	return isLoopbackHost(u.Hostname())
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// streamLimiter caps concurrent SSE streams per client address, so one
+// client cannot hold unbounded subscriptions (each costs a queue on the bus).
+type streamLimiter struct {
+	max int
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func newStreamLimiter(max int) *streamLimiter { return &streamLimiter{max: max, n: map[string]int{}} }
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// acquire reserves a stream slot for the request's client; release frees it.
+func (l *streamLimiter) acquire(r *http.Request) (release func(), ok bool) {
+	addr := clientAddr(r)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n[addr] >= l.max {
+		return nil, false
+	}
+	l.n[addr]++
+	return func() {
+		l.mu.Lock()
+		if l.n[addr]--; l.n[addr] <= 0 {
+			delete(l.n, addr)
+		}
+		l.mu.Unlock()
+	}, true
+}
+
+// tooManyStreams is the answer when a client already holds MaxStreams streams.
+var tooManyStreams = &httpError{Status: http.StatusTooManyRequests, Msg: "too many concurrent event streams from this client"}
