@@ -10,15 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opencode-server/opencode-server/api"
+	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/internal/apitest"
+	"github.com/opencode-server/opencode-server/internal/app"
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/provider/scripted"
-	"github.com/opencode-server/opencode-server/routes"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/store/memory"
 	"github.com/opencode-server/opencode-server/store/sqlite"
+	"github.com/opencode-server/opencode-server/tool"
 )
 
 // Options configure a test server. The zero value is a memory store and an
@@ -28,7 +30,10 @@ type Options struct {
 	DataDir  string // SQLite data dir to reuse (restart tests)
 	Scripted scripted.Config
 	// Provider overrides the scripted model.
-	Provider  provider.Provider
+	Provider provider.Provider
+	// Config is an opencode.json (providers, model, permission).
+	Config    *config.File
+	Tools     []tool.Tool
 	Password  string
 	Heartbeat time.Duration
 	Clock     func() time.Time
@@ -37,21 +42,22 @@ type Options struct {
 
 // Server is a running test server.
 type Server struct {
-	URL     string
-	Manager *lifecycle.Manager
-	Bus     *eventbus.Bus
-	Store   store.Store
-	Model   *scripted.Model
-	DataDir string
-	srv     *http.Server
-	done    chan struct{}
-	stopped bool
+	URL       string
+	App       *app.App
+	Manager   *lifecycle.Manager
+	Bus       *eventbus.Bus
+	Store     store.Store
+	Model     *scripted.Model
+	DataDir   string
+	Directory string
+	srv       *http.Server
+	stopped   bool
 }
 
 // Start starts a server and stops it in t.Cleanup.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
-	s := &Server{done: make(chan struct{})}
+	s := &Server{}
 	var err error
 	if o.SQLite {
 		s.DataDir = o.DataDir
@@ -68,31 +74,22 @@ func Start(t testing.TB, o Options) *Server {
 	if o.Scripted.Chunks == 0 {
 		o.Scripted.Chunks = 3
 	}
-	s.Model = scripted.New(o.Scripted)
-	var prov provider.Provider = s.Model
-	if o.Provider != nil {
-		prov = o.Provider
+	s.Directory = o.Directory
+	if s.Directory == "" {
+		s.Directory = t.TempDir()
 	}
-	dir := o.Directory
-	if dir == "" {
-		dir = t.TempDir()
+	s.App, err = app.New(context.Background(), app.Options{Store: s.Store, Directory: s.Directory, Config: o.Config,
+		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, Clock: o.Clock})
+	if err != nil {
+		t.Fatalf("app: %v", err)
 	}
-	s.Bus = eventbus.New()
-	s.Manager = lifecycle.New(lifecycle.Config{Store: s.Store, Bus: s.Bus, Provider: prov,
-		ProviderID: scripted.ProviderID, ModelID: scripted.ModelID, Directory: dir, Clock: o.Clock})
-	if err := s.Manager.Resume(context.Background()); err != nil {
-		t.Fatalf("resume: %v", err)
-	}
-	h := routes.New(routes.Config{Manager: s.Manager, Directory: dir, Password: o.Password,
-		Catalog: routes.Catalog{Model: "scripted/scripted-model", SmallModel: "scripted/scripted-model",
-			Providers: []routes.ProviderInfo{{ID: scripted.ProviderID, Name: "Scripted", Source: "custom",
-				Models: []routes.ModelInfo{{ID: scripted.ModelID, Name: "Scripted Model", Context: 128000, Output: 4096}}}}},
-		OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: s.done})
+	s.Manager, s.Bus, s.Model = s.App.Manager, s.App.Bus, s.App.Model
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
 	s.URL = "http://" + ln.Addr().String()
+	h := apitest.Middleware(t, s.App.Handler) // every response is checked against api/openapi.yaml
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	t.Cleanup(s.Stop)
@@ -106,10 +103,10 @@ func (s *Server) Stop() {
 		return
 	}
 	s.stopped = true
-	close(s.done)
+	s.App.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = s.srv.Shutdown(ctx)
-	s.Manager.Close()
+	s.App.Close()
 	_ = s.Store.Close()
 }
