@@ -42,6 +42,7 @@ type options struct {
 	logLevel  string
 	config    string
 	insecure  bool
+	cors      []string
 	reply     string
 	chunks    int
 	delay     time.Duration
@@ -69,6 +70,11 @@ func parseFlags(args []string, stderr *os.File) (options, error) {
 	fs.StringVar(&o.directory, "directory", "", "project directory of new sessions (default: the working directory)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.config, "config", "", "opencode.json to read after the global and project ones")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without OPENCODE_SERVER_PASSWORD")
+	fs.Func("cors", "allow this browser origin (repeatable; loopback origins are always allowed)", func(v string) error {
+		o.cors = append(o.cors, v)
+		return nil
+	})
 	fs.StringVar(&o.reply, "scripted-reply", "", "scripted model: reply text (default: quotes the user's prompt)")
 	fs.IntVar(&o.chunks, "scripted-chunks", 5, "scripted model: number of streamed chunks")
 	fs.DurationVar(&o.delay, "scripted-delay", 0, "scripted model: delay before each chunk")
@@ -89,6 +95,9 @@ func parseFlags(args []string, stderr *os.File) (options, error) {
 func run(ctx context.Context, args []string, stderr *os.File) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
+		return err
+	}
+	if err := checkExposure(o.hostname, os.Getenv("OPENCODE_SERVER_PASSWORD"), o.insecure); err != nil {
 		return err
 	}
 	var level slog.Level
@@ -123,7 +132,7 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 	a, err := app.New(ctx, app.Options{Store: st, Directory: o.directory, Config: cfg,
 		Scripted: scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay},
 		Username: os.Getenv("OPENCODE_SERVER_USERNAME"), Password: os.Getenv("OPENCODE_SERVER_PASSWORD"),
-		Heartbeat: o.heartbeat, Logger: log})
+		Heartbeat: o.heartbeat, CORS: o.cors, Logger: log})
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
@@ -133,8 +142,10 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// ReadTimeout bounds a request body sent byte by byte; it does not limit
+	// SSE responses (writes have their own per-frame deadlines).
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	// The listening line is printed like opencode serve's, so scripts and
 	// tests can read the port when --port 0 is used.
 	fmt.Fprintf(os.Stdout, "opencode server listening on http://%s\n", ln.Addr())
@@ -169,4 +180,21 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 		log.Warn("shutdown", "err", err)
 	}
 	return nil
+}
+
+// checkExposure refuses to serve a non-loopback address without a password:
+// the server runs tools (bash, file edits) on this machine for whoever can
+// reach it.
+func checkExposure(host, password string, insecure bool) error {
+	if password != "" || insecure {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("refusing to listen on %q without a password: set OPENCODE_SERVER_PASSWORD, "+
+		"or pass --insecure if something else protects this address", host)
 }

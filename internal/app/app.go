@@ -37,6 +37,7 @@ type Options struct {
 	Username  string
 	Password  string
 	Heartbeat time.Duration
+	CORS      []string
 	Clock     func() time.Time
 	Logger    *slog.Logger
 }
@@ -139,7 +140,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 		return nil, err
 	}
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
-		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done, Logger: o.Logger})
+		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
+		CORS: o.CORS, Logger: o.Logger})
 	return a, nil
 }
 
