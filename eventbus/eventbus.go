@@ -13,7 +13,7 @@ import (
 
 // Bus fans events out to subscribers.
 type Bus struct {
-	mu   sync.RWMutex
+	mu   sync.Mutex
 	subs map[*Subscription]struct{}
 	pos  atomic.Int64
 }
@@ -35,7 +35,8 @@ type Subscription struct {
 	// ack the last one its consumer reported written; acked signals changes.
 	enq   atomic.Int64
 	ack   atomic.Int64
-	acked chan struct{}
+	ackMu sync.Mutex
+	acked chan struct{} // closed and replaced at every Ack
 	track atomic.Bool
 }
 
@@ -50,7 +51,7 @@ func (b *Bus) Subscribe(buf int, filter func(*opencode.Event) bool) *Subscriptio
 		buf = 1
 	}
 	c := make(chan *opencode.Event, buf)
-	s := &Subscription{C: c, c: c, filter: filter, bus: b, closed: make(chan struct{}), acked: make(chan struct{}, 1)}
+	s := &Subscription{C: c, c: c, filter: filter, bus: b, closed: make(chan struct{}), acked: make(chan struct{})}
 	b.mu.Lock()
 	b.subs[s] = struct{}{}
 	b.mu.Unlock()
@@ -58,14 +59,13 @@ func (b *Bus) Subscribe(buf int, filter func(*opencode.Event) bool) *Subscriptio
 }
 
 // Publish delivers e to every matching subscriber without blocking and
-// returns its bus position. Callers publish one session's events from one
-// goroutine, so each session's order is kept.
+// returns its bus position. Publishes are serialized: a position is taken
+// and queued to every subscriber in one step, so every subscriber receives
+// events in position order (which Ack and WaitDelivered rely on), and each
+// session's events, published by its one runner, keep their order.
 func (b *Bus) Publish(e *opencode.Event) int64 {
 	var slow []*Subscription
-	b.mu.RLock()
-	// Positions are taken under the read lock so that WaitDelivered, which
-	// snapshots subscribers under it too, sees every queue an earlier
-	// position went to.
+	b.mu.Lock()
 	e.Pos = b.pos.Add(1)
 	for s := range b.subs {
 		if s.filter != nil && !s.filter(e) {
@@ -78,7 +78,7 @@ func (b *Bus) Publish(e *opencode.Event) int64 {
 			slow = append(slow, s)
 		}
 	}
-	b.mu.RUnlock()
+	b.mu.Unlock()
 	for _, s := range slow {
 		s.dropped.Store(true)
 		s.Close()
@@ -87,13 +87,20 @@ func (b *Bus) Publish(e *opencode.Event) int64 {
 }
 
 // Ack records that the consumer has written out every event up to bus
-// position pos.
+// position pos, and wakes every WaitDelivered waiting on this subscriber.
 func (s *Subscription) Ack(pos int64) {
 	s.ack.Store(pos)
-	select {
-	case s.acked <- struct{}{}:
-	default:
-	}
+	s.ackMu.Lock()
+	close(s.acked)
+	s.acked = make(chan struct{})
+	s.ackMu.Unlock()
+}
+
+// ackWait returns a channel closed at the next Ack.
+func (s *Subscription) ackWait() <-chan struct{} {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	return s.acked
 }
 
 // WaitDelivered blocks until every current subscriber has acknowledged all
@@ -101,22 +108,23 @@ func (s *Subscription) Ack(pos int64) {
 // A blocking POST uses it so that a client which exits as soon as the POST
 // returns has already been sent every event of its turn.
 func (b *Bus) WaitDelivered(ctx context.Context, pos int64) {
-	b.mu.RLock()
+	b.mu.Lock()
 	subs := make([]*Subscription, 0, len(b.subs))
 	for s := range b.subs {
 		if s.track.Load() {
 			subs = append(subs, s)
 		}
 	}
-	b.mu.RUnlock()
+	b.mu.Unlock()
 	for _, s := range subs {
 		for {
+			next := s.ackWait()
 			target := min(pos, s.enq.Load())
 			if s.ack.Load() >= target {
 				break
 			}
 			select {
-			case <-s.acked:
+			case <-next:
 			case <-s.closed:
 			case <-ctx.Done():
 				return
@@ -139,8 +147,8 @@ func isClosed(c chan struct{}) bool {
 
 // Len is the number of subscribers.
 func (b *Bus) Len() int {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return len(b.subs)
 }
 
