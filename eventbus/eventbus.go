@@ -86,6 +86,9 @@ func (b *Bus) Publish(e *opencode.Event) int64 {
 	return e.Pos
 }
 
+// Position is the position of the last event published.
+func (b *Bus) Position() int64 { return b.pos.Load() }
+
 // Ack records that the consumer has written out every event up to bus
 // position pos, and wakes every WaitDelivered waiting on this subscriber.
 func (s *Subscription) Ack(pos int64) {

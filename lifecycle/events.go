@@ -23,16 +23,29 @@ func liveEvent(sessionID, dir, typ string, props any) *opencode.Event {
 	return &opencode.Event{ID: identifier.NewEvent(), Type: typ, SessionID: sessionID, Directory: dir, Data: mustJSON(props)}
 }
 
-// tx collects one step of a runner's work: the store rows and durable events
-// that commit together, and the order in which all events (durable and live)
-// are then published.
+// tx collects the runner's pending work: the store rows and durable events
+// that commit together, and the order in which all events (durable and
+// live) are then published. The runner has one pending tx; everything it
+// does while handling one command or a burst of model chunks joins it, and
+// the loop commits it once (group commit) before handling the next.
 type tx struct {
 	r      *runner
 	batch  store.Batch
 	events []*opencode.Event
+	after  []func(pos int64)
 }
 
-func (r *runner) tx() *tx { return &tx{r: r} }
+// tx returns the runner's pending tx.
+func (r *runner) tx() *tx {
+	if r.pend == nil {
+		r.pend = &tx{r: r}
+	}
+	return r.pend
+}
+
+// then runs f after the pending work is committed and published, with the
+// bus position of the last event (answers to blocking prompts wait for it).
+func (t *tx) then(f func(pos int64)) { t.after = append(t.after, f) }
 
 // durable appends a log event and returns the seq the store will give it:
 // the runner is the session's only writer, so it knows the next seq.
@@ -64,10 +77,12 @@ func (t *tx) session(s opencode.Session) {
 	t.live(opencode.EvSessionUpdated, map[string]any{"sessionID": s.ID, "info": s})
 }
 
-// flush commits the batch, then publishes every event in order. It returns
-// the bus position of the last event published.
+// flush commits the pending batch, then publishes every event in order and
+// runs the after-commit callbacks. On a failed commit nothing is published
+// and the pending work is dropped: the caller reports the error.
 func (t *tx) flush() (int64, error) {
 	r := t.r
+	r.pend = nil
 	if !t.batch.Empty() {
 		if err := r.m.store.Commit(context.Background(), r.id, &t.batch); err != nil {
 			return 0, err
@@ -78,20 +93,29 @@ func (t *tx) flush() (int64, error) {
 			r.lastSeq = t.batch.Events[n-1].Seq
 		}
 	}
-	var pos int64
+	pos := r.m.bus.Position()
 	for _, e := range t.events {
 		pos = r.m.publish(e)
+	}
+	for _, f := range t.after {
+		f(pos)
 	}
 	return pos, nil
 }
 
-// mustFlush flushes and logs a failure: the runner's in-memory state has
-// already moved on, and a failed commit of a running turn's progress is
-// reported, not retried.
-func (t *tx) mustFlush() int64 {
-	pos, err := t.flush()
-	if err != nil {
-		t.r.m.log.Error("commit failed", "session", t.r.id, "err", err)
+// flushPending commits whatever the runner has pending. A failed commit of
+// a running turn's progress is logged, not retried: the runner's memory has
+// moved on, and a restart recovers from what was committed.
+func (r *runner) flushPending() {
+	if r.pend == nil {
+		return
 	}
-	return pos
+	if _, err := r.pend.flush(); err != nil {
+		r.m.log.Error("commit failed", "session", r.id, "err", err)
+	}
+}
+
+// publishLive queues a bus-only event behind the pending work, keeping order.
+func (r *runner) publishLive(typ string, props any) {
+	r.tx().live(typ, props)
 }

@@ -223,23 +223,28 @@ func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) e
 	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
+	c := command{done: make(chan struct{})}
+	ran := false
+	c.f = func() { ran = true; f(r) }
 	select {
-	case r.cmds <- func() { f(r); close(done) }:
+	case r.cmds <- c:
 	case <-r.done:
 		return r.exitErr()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
-	case <-done:
+	case <-c.done:
 		return nil
 	case <-r.done:
-		// The runner may have run f just before exiting.
+		// The runner may have run f just before exiting (delete does).
 		select {
-		case <-done:
+		case <-c.done:
 			return nil
 		default:
+		}
+		if ran {
+			return nil
 		}
 		return r.exitErr()
 	}

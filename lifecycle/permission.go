@@ -206,7 +206,7 @@ func (r *runner) ask(call *toolRun, permission string, patterns []string) (strin
 	r.m.mu.Lock()
 	r.m.asks[req.ID] = a
 	r.m.mu.Unlock()
-	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvPermissionAsked, req))
+	r.publishLive(opencode.EvPermissionAsked, req)
 	return "ask", a.reply
 }
 
@@ -226,8 +226,7 @@ func (r *runner) answerAsk(requestID, reply string) error {
 		}
 	}
 	a.reply <- reply
-	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvPermissionReply,
-		map[string]any{"sessionID": r.id, "requestID": requestID, "reply": reply}))
+	r.publishLive(opencode.EvPermissionReply, map[string]any{"sessionID": r.id, "requestID": requestID, "reply": reply})
 	return nil
 }
 

@@ -64,9 +64,13 @@ type streamMsg struct {
 type runner struct {
 	m      *Manager
 	id     string
-	cmds   chan func()
+	cmds   chan command
 	stream chan streamMsg
-	done   chan struct{}
+	// pend is the work not yet committed (see tx).
+	pend *tx
+	// boot holds the stored messages until the loop has recovered them.
+	boot []opencode.MessageWithParts
+	done chan struct{}
 	// exit is why the runner stopped (set before done is closed).
 	exit error
 
@@ -89,8 +93,9 @@ type runner struct {
 type turn struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
-	delivered []string // input IDs delivered into this turn
-	parentID  string   // the latest user message of the turn
+	delivered []string          // input IDs delivered into this turn
+	inputs    []*opencode.Input // the same inputs, as stored
+	parentID  string            // the latest user message of the turn
 	step      *step
 	last      *opencode.MessageWithParts
 	model     opencode.MessageModel
@@ -115,22 +120,38 @@ type step struct {
 }
 
 func newRunner(m *Manager, st *state) *runner {
-	r := &runner{m: m, id: st.sess.ID, cmds: make(chan func(), 64), stream: make(chan streamMsg, 256),
+	r := &runner{m: m, id: st.sess.ID, cmds: make(chan command, 64), stream: make(chan streamMsg, 256), boot: st.msgs,
 		done: make(chan struct{}), sess: st.sess, lastSeq: st.lastSeq, pending: st.pending,
 		waiters: map[string][]chan waitResult{}}
-	for _, mp := range st.msgs {
+	return r
+}
+
+// command is a closure run on the runner goroutine; done is closed once its
+// work is committed and published.
+type command struct {
+	f    func()
+	done chan struct{}
+}
+
+// start loads the conversation, closes what a crash left open and picks up
+// pending work. It runs on the loop goroutine.
+func (r *runner) start() {
+	msgs := r.boot
+	r.boot = nil
+	for _, mp := range msgs {
 		r.remember(mp)
 	}
-	if r.recover(st.msgs) || interruptedByServer(st.msgs) {
-		for i := len(st.msgs) - 1; i >= 0; i-- {
-			if st.msgs[i].Info.Role == opencode.User {
-				u := st.msgs[i].Info
+	if r.recover(msgs) || interruptedByServer(msgs) {
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Info.Role == opencode.User {
+				u := msgs[i].Info
 				r.resume = &u
 				break
 			}
 		}
 	}
-	return r
+	r.maybeStart()
+	r.flushPending()
 }
 
 // interruptedByServer reports whether the last message is an assistant
@@ -204,7 +225,6 @@ func (r *runner) recover(msgs []opencode.MessageWithParts) bool {
 		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": info.ID, "error": map[string]any{"type": "unknown", "message": "Provider turn interrupted"}})
 	}
-	t.mustFlush()
 	return closed
 }
 
@@ -215,18 +235,37 @@ func (r *runner) exitErr() error {
 	return ErrClosed
 }
 
+// streamBurst is how many queued model chunks one loop turn handles before
+// it commits: a burst of chunks shares one commit.
+const streamBurst = 64
+
 func (r *runner) loop() {
 	defer r.m.wg.Done()
-	r.maybeStart()
+	r.start()
 	for {
+		var done chan struct{}
 		select {
-		case f := <-r.cmds:
-			f()
+		case c := <-r.cmds:
+			c.f()
+			done = c.done
 		case msg := <-r.stream:
 			r.onStream(msg)
+		burst:
+			for range streamBurst {
+				select {
+				case msg = <-r.stream:
+					r.onStream(msg)
+				default:
+					break burst
+				}
+			}
 		case <-r.m.ctx.Done():
 			r.shutdown(ErrClosed)
 			return
+		}
+		r.flushPending()
+		if done != nil {
+			close(done)
 		}
 		if r.exit != nil {
 			return
@@ -240,6 +279,7 @@ func (r *runner) shutdown(why error) {
 	if r.turn != nil {
 		r.interrupt(interruptedPrefix+" shutdown", false)
 	}
+	r.flushPending()
 	r.exit = why
 	for id, ws := range r.waiters {
 		for _, w := range ws {
@@ -461,34 +501,36 @@ func (r *runner) wait(id string) chan waitResult {
 	return ch
 }
 
-// finishedResult finds, for a delivered input whose turn is over, the last
-// assistant message that followed its user message.
+// finishedResult answers a delivered input whose turn is over with the
+// message recorded as its answer when the turn ended.
 func (r *runner) finishedResult(id string) waitResult {
-	msgs, err := r.m.store.ListMessages(context.Background(), r.id)
+	ctx := context.Background()
+	in, err := r.m.store.GetInput(ctx, id)
 	if err != nil {
-		return waitResult{err: err}
-	}
-	var res *opencode.MessageWithParts
-	seen := false
-	for i := range msgs {
-		mp := &msgs[i]
-		if mp.Info.ID == id {
-			seen = true
-			res = mp
-			continue
-		}
-		if !seen {
-			continue
-		}
-		if mp.Info.Role == opencode.User {
-			break
-		}
-		res = mp
-	}
-	if res == nil {
 		return waitResult{err: opencode.MessageNotFound(r.id, id)}
 	}
-	return waitResult{msg: *res}
+	answer := in.Answer
+	if answer == "" {
+		answer = id // closed by a crash before its turn ended: the user message
+	}
+	mp, err := r.m.store.GetMessage(ctx, r.id, answer)
+	if err != nil {
+		return waitResult{err: opencode.MessageNotFound(r.id, id)}
+	}
+	return waitResult{msg: mp}
+}
+
+// recordAnswers stores, with the turn's end, which message answers each
+// input delivered into it.
+func (r *runner) recordAnswers(t *tx, tu *turn) {
+	for _, in := range tu.inputs {
+		c := *in
+		c.Answer = c.ID
+		if tu.last != nil {
+			c.Answer = tu.last.Info.ID
+		}
+		t.batch.Inputs = append(t.batch.Inputs, &c)
+	}
 }
 
 // ---- session edits ---------------------------------------------------------
@@ -521,6 +563,7 @@ func (r *runner) delete() error {
 	if r.turn != nil {
 		r.interrupt("Session deleted", false)
 	}
+	r.flushPending()
 	if err := r.m.store.DeleteSession(context.Background(), r.id); err != nil {
 		return mapStoreErr(err, r.id)
 	}

@@ -76,7 +76,6 @@ func (r *runner) toolPending(st *step, tc *provider.ToolCall) *toolRun {
 	t.part(p, now)
 	t.durable(opencode.EvToolInputStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 		"assistantMessageID": st.msg.ID, "callID": tc.ID, "name": tc.Name})
-	t.mustFlush()
 	return c
 }
 
@@ -100,7 +99,6 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	t.part(p, now)
 	t.durable(opencode.EvToolCalled, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 		"assistantMessageID": st.msg.ID, "callID": c.callID, "tool": c.name, "input": input})
-	t.mustFlush()
 
 	impl := lookupTool(r.m.cfg.Tools, c.name)
 	n, ctx, dir := st.n, r.turn.ctx, r.sess.Directory
@@ -206,7 +204,6 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 	}
 	st.parts[c.part] = p
 	t.part(p, now)
-	t.mustFlush()
 	r.maybeEndStep()
 }
 

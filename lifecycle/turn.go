@@ -47,8 +47,7 @@ func (r *runner) maybeStart() {
 		if resume.Model != nil && r.m.HasModel(resume.Model.ProviderID, resume.Model.ModelID) {
 			r.turn.model = *resume.Model
 		}
-		r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvSessionStatus,
-			map[string]any{"sessionID": r.id, "status": map[string]any{"type": "busy"}}))
+		r.publishLive(opencode.EvSessionStatus, map[string]any{"sessionID": r.id, "status": map[string]any{"type": "busy"}})
 		r.startStep()
 		return
 	}
@@ -100,6 +99,7 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 			"messageID": in.ID, "delivery": in.Delivery})
 		t.batch.Inputs = append(t.batch.Inputs, &in)
 		r.turn.delivered = append(r.turn.delivered, in.ID)
+		r.turn.inputs = append(r.turn.inputs, &in)
 		r.turn.parentID = in.ID
 		if !in.NoReply {
 			reply = true
@@ -121,7 +121,6 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 		// then busy.
 		t.live(opencode.EvSessionStatus, map[string]any{"sessionID": r.id, "status": map[string]any{"type": "busy"}})
 	}
-	t.mustFlush()
 	delivered := map[string]bool{}
 	for _, in := range batch {
 		delivered[in.ID] = true
@@ -170,7 +169,6 @@ func (r *runner) startStep() {
 		"assistantMessageID": st.msg.ID, "agent": tu.agent,
 		"model": map[string]any{"id": tu.model.ModelID, "providerID": tu.model.ProviderID}})
 	t.part(start, now)
-	t.mustFlush()
 
 	tu.steps++
 	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, System: systemPrompt,
@@ -223,14 +221,13 @@ func (r *runner) onStream(msg streamMsg) {
 			t.durable(opencode.EvTextStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 				"assistantMessageID": st.msg.ID, "textID": p.ID})
 			t.part(p, now)
-			t.mustFlush()
 		}
 		st.buf.WriteString(c.Text)
 		// Deltas are live-only, as in OpenCode: published, never committed.
-		r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvPartDelta, map[string]any{"sessionID": r.id,
-			"messageID": st.msg.ID, "partID": st.text.ID, "field": "text", "delta": c.Text}))
-		r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvTextDelta, map[string]any{"timestamp": now,
-			"sessionID": r.id, "assistantMessageID": st.msg.ID, "textID": st.text.ID, "delta": c.Text}))
+		r.publishLive(opencode.EvPartDelta, map[string]any{"sessionID": r.id,
+			"messageID": st.msg.ID, "partID": st.text.ID, "field": "text", "delta": c.Text})
+		r.publishLive(opencode.EvTextDelta, map[string]any{"timestamp": now,
+			"sessionID": r.id, "assistantMessageID": st.msg.ID, "textID": st.text.ID, "delta": c.Text})
 	case provider.ReasoningDelta:
 		r.reasoningDelta(st, c.Text)
 	case provider.ToolInputStart:
@@ -242,8 +239,8 @@ func (r *runner) onStream(msg streamMsg) {
 			r.toolCall(st, c.ToolCall)
 		}
 	case provider.Retry:
-		r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvSessionStatus, map[string]any{"sessionID": r.id,
-			"status": map[string]any{"type": "retry", "attempt": c.Attempt, "message": c.Message, "next": c.Next}}))
+		r.publishLive(opencode.EvSessionStatus, map[string]any{"sessionID": r.id,
+			"status": map[string]any{"type": "retry", "attempt": c.Attempt, "message": c.Message, "next": c.Next}})
 	case provider.Finish:
 		st.finish = c
 	}
@@ -261,13 +258,12 @@ func (r *runner) reasoningDelta(st *step, text string) {
 		t.durable(opencode.EvReasoningStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, "reasoningID": p.ID})
 		t.part(p, now)
-		t.mustFlush()
 	}
 	st.rbuf.WriteString(text)
-	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvPartDelta, map[string]any{"sessionID": r.id,
-		"messageID": st.msg.ID, "partID": st.reasoning.ID, "field": "text", "delta": text}))
-	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvReasoningDelta, map[string]any{"timestamp": now,
-		"sessionID": r.id, "assistantMessageID": st.msg.ID, "reasoningID": st.reasoning.ID, "delta": text}))
+	r.publishLive(opencode.EvPartDelta, map[string]any{"sessionID": r.id,
+		"messageID": st.msg.ID, "partID": st.reasoning.ID, "field": "text", "delta": text})
+	r.publishLive(opencode.EvReasoningDelta, map[string]any{"timestamp": now,
+		"sessionID": r.id, "assistantMessageID": st.msg.ID, "reasoningID": st.reasoning.ID, "delta": text})
 }
 
 // maybeEndStep ends the step once the model call returned and every tool
@@ -348,7 +344,6 @@ func (r *runner) endStep(err error) {
 		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": "unknown", "message": msg}})
 		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": st.msg.Error})
-		t.mustFlush()
 		tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 		tu.step = nil
 		r.endTurn()
@@ -376,7 +371,6 @@ func (r *runner) endStep(err error) {
 	r.sess.Tokens.Input += u.Input
 	r.sess.Tokens.Output += u.Output
 	r.sess.Tokens.Reasoning += u.Reasoning
-	t.mustFlush()
 	r.remember(opencode.MessageWithParts{Info: st.msg, Parts: st.parts})
 	tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 	tu.step = nil
@@ -413,21 +407,24 @@ func (r *runner) endTurn() {
 	r.sess = s
 	t.live(opencode.EvSessionStatus, map[string]any{"sessionID": r.id, "status": map[string]any{"type": "idle"}})
 	t.live(opencode.EvSessionIdle, map[string]any{"sessionID": r.id})
-	pos := t.mustFlush()
+	r.recordAnswers(t, tu)
 	tu.cancel()
 	r.turn = nil
 	r.m.setBusy(r.id, false)
-	res := waitResult{pos: pos}
+	var res waitResult
 	if tu.last != nil {
 		res.msg = *tu.last
-	} else if n := len(tu.delivered); n > 0 {
-		// A turn without a model call (noReply): the answer is the user message.
-		res = r.finishedResult(tu.delivered[n-1])
+	}
+	t.then(func(pos int64) {
+		if tu.last == nil && len(tu.delivered) > 0 {
+			// A turn without a model call (noReply): the answer is the user message.
+			res = r.finishedResult(tu.delivered[len(tu.delivered)-1])
+		}
 		res.pos = pos
-	}
-	for _, id := range tu.delivered {
-		r.answer(id, res)
-	}
+		for _, id := range tu.delivered {
+			r.answer(id, res)
+		}
+	})
 	r.maybeStart()
 }
 
@@ -452,7 +449,6 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": "unknown", "message": "Provider turn interrupted"}})
 		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": st.msg.Error})
-		t.mustFlush()
 		tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 		tu.step = nil
 	}
@@ -471,6 +467,7 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 	}
 	// Shutdown or delete: close the turn without starting the next one;
 	// pending inputs stay pending and are delivered after a restart.
+	r.recordAnswers(r.tx(), tu)
 	r.turn = nil
 	r.m.setBusy(r.id, false)
 	res := waitResult{err: &opencode.Error{Code: opencode.EUnavailable, Message: reason}}
@@ -482,9 +479,16 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 	}
 }
 
+// notifyIdle answers WaitIdle callers once the turn's end is published.
 func (r *runner) notifyIdle() {
-	for _, c := range r.idle {
-		close(c)
+	if len(r.idle) == 0 {
+		return
 	}
+	idle := r.idle
 	r.idle = nil
+	r.tx().then(func(int64) {
+		for _, c := range idle {
+			close(c)
+		}
+	})
 }

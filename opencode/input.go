@@ -36,6 +36,10 @@ type Input struct {
 	TimeCreated int64  `json:"timeCreated"`
 	AdmittedSeq int64  `json:"admittedSeq"`
 	PromotedSeq int64  `json:"promotedSeq,omitempty"`
+	// Answer is the message that answers a delivered input once its turn
+	// has ended: the turn's last assistant message (the user message itself
+	// for noReply). A blocking prompt retried later gets it.
+	Answer string `json:"answer,omitempty"`
 	// Order is the store's admission order (internal).
 	Order int64 `json:"-"`
 }

@@ -1,0 +1,241 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tmux drives one tmux server of its own (-L socket name) for a test.
+type tmux struct {
+	t      *testing.T
+	bin    string
+	socket string
+	conf   string
+	env    []string
+	target string
+}
+
+func newTmux(t *testing.T, env []string) *tmux {
+	t.Helper()
+	bin, err := exec.LookPath("tmux")
+	if err != nil {
+		missing(t, "tmux not found in PATH: TestTUIAttach runs the opencode TUI inside tmux")
+	}
+	conf := filepath.Join(t.TempDir(), "tmux.conf")
+	// remain-on-exit keeps the pane (and what opencode printed) if it dies.
+	if err := os.WriteFile(conf, []byte("set -g remain-on-exit on\nset -g history-limit 10000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &tmux{t: t, bin: bin, socket: "oc-e2e-" + strings.ToLower(randomTag()), conf: conf, env: env, target: "e2e"}
+}
+
+func (x *tmux) cmd(args ...string) (string, error) {
+	cmd := exec.Command(x.bin, append([]string{"-f", x.conf, "-L", x.socket}, args...)...)
+	cmd.Env = x.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("tmux %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func (x *tmux) must(args ...string) string {
+	x.t.Helper()
+	out, err := x.cmd(args...)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	return out
+}
+
+// start runs argv in a detached 160x45 session and arranges for the tmux
+// server and the program to be gone when the test ends.
+func (x *tmux) start(dir string, argv ...string) {
+	x.t.Helper()
+	args := append([]string{"new-session", "-d", "-s", x.target, "-x", "160", "-y", "45", "-c", dir, "--"}, argv...)
+	x.must(args...)
+	info := strings.Fields(x.must("display-message", "-p", "-t", x.target, "#{pane_pid} #{socket_path}"))
+	pid, _ := strconv.Atoi(info[0])
+	socketPath := info[len(info)-1]
+	x.t.Cleanup(func() {
+		if x.t.Failed() {
+			if s, err := x.cmd("capture-pane", "-p", "-t", x.target); err == nil {
+				x.t.Logf("tmux screen at the end:\n%s", s)
+			}
+		}
+		_, _ = x.cmd("kill-server")
+		// tmux leaves the socket file of a killed server behind.
+		if filepath.IsAbs(socketPath) && strings.HasSuffix(socketPath, "/"+x.socket) {
+			_ = os.Remove(socketPath)
+		}
+		if pid <= 0 {
+			return
+		}
+		// The pane program gets SIGHUP from kill-server; wait for it so it
+		// no longer writes into the test's temp dirs.
+		deadline := time.Now().Add(5 * time.Second)
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				deadline = time.Now().Add(5 * time.Second)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+func (x *tmux) screen() string {
+	x.t.Helper()
+	return x.must("capture-pane", "-p", "-t", x.target)
+}
+
+// waitScreen polls the screen until it contains want.
+func (x *tmux) waitScreen(timeout time.Duration, want string) string {
+	x.t.Helper()
+	var s string
+	checkFor(x.t, timeout, 200*time.Millisecond, func() error {
+		s = x.screen()
+		if strings.Contains(s, want) {
+			return nil
+		}
+		if dead := strings.TrimSpace(x.must("display-message", "-p", "-t", x.target, "#{pane_dead}")); dead == "1" {
+			x.t.Fatalf("the program in tmux exited while waiting for %q; screen:\n%s", want, s)
+		}
+		return fmt.Errorf("screen lacks %q; screen:\n%s", want, s)
+	})
+	return s
+}
+
+// typeLine types text, pauses, then presses Enter.
+func (x *tmux) typeLine(text string) {
+	x.t.Helper()
+	x.must("send-keys", "-t", x.target, "-l", text)
+	time.Sleep(300 * time.Millisecond) // let the TUI take the text before Enter
+	x.must("send-keys", "-t", x.target, "Enter")
+}
+
+func TestTUIAttach(t *testing.T) {
+	t.Parallel()
+	reply := "E2E-TUI-" + randomTag()
+	// Slow streaming (20 chunks, 300ms apart: about 6s a turn) leaves time to
+	// interrupt the second prompt mid-stream.
+	srv := startServer(t, serverOptions{reply: reply, chunks: 20, delay: 300 * time.Millisecond})
+	oc := newClient(t, srv.Dir)
+	x := newTmux(t, oc.Env)
+	envBin, err := exec.LookPath("env")
+	if err != nil {
+		t.Fatalf("env(1) not found: %v", err)
+	}
+	// env -i: the program gets exactly the isolated environment, not the
+	// tmux server's global one.
+	x.start(oc.Dir, append(append([]string{envBin, "-i"}, oc.Env...), oc.bin, "attach", srv.URL)...)
+
+	x.waitScreen(30*time.Second, "Ask anything")
+
+	// First prompt: the reply streams in and is shown.
+	prompt1 := "first tui prompt " + strings.ToLower(randomTag())
+	x.typeLine(prompt1)
+	x.waitScreen(30*time.Second, reply)
+
+	var sessionID string
+	checkFor(t, 5*time.Second, 100*time.Millisecond, func() error {
+		ss, err := srv.sessions()
+		if err != nil {
+			return err
+		}
+		if len(ss) != 1 {
+			return fmt.Errorf("want 1 session, have %+v", ss)
+		}
+		sessionID = ss[0].ID
+		return nil
+	})
+	checkFor(t, 5*time.Second, 100*time.Millisecond, func() error {
+		ms, err := srv.messages(sessionID)
+		if err != nil {
+			return err
+		}
+		if n := len(ms); n != 2 || ms[1].Info.Time.Completed == 0 {
+			return fmt.Errorf("want a user and a completed assistant message, have %d", n)
+		}
+		return nil
+	})
+	checkTurn(t, srv, sessionID, prompt1, reply)
+
+	// Second prompt: interrupt it with Escape twice while it streams.
+	prompt2 := "second tui prompt " + strings.ToLower(randomTag())
+	x.typeLine(prompt2)
+	var streaming message
+	checkFor(t, 15*time.Second, 50*time.Millisecond, func() error {
+		ms, err := srv.messages(sessionID)
+		if err != nil {
+			return err
+		}
+		if len(ms) < 4 {
+			return fmt.Errorf("the second turn has not started (%d messages)", len(ms))
+		}
+		last := ms[len(ms)-1]
+		if last.Info.Role != "assistant" || last.Info.Time.Completed != 0 || last.Info.Error != nil {
+			return fmt.Errorf("the second turn is not streaming: last message %s %s completed=%d error=%+v text=%q",
+				last.Info.Role, last.Info.ID, last.Info.Time.Completed, last.Info.Error, last.text())
+		}
+		streaming = last
+		return nil
+	})
+	// The TUI learns that the session is busy from events, a little after
+	// the server; Escape does nothing before that. It shows "esc interrupt"
+	// when busy and "esc again to interrupt" after the first Escape.
+	x.waitScreen(10*time.Second, "esc interrupt")
+	x.must("send-keys", "-t", x.target, "Escape")
+	lastPress, armed := time.Now(), false
+	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if strings.Contains(x.screen(), "esc again to interrupt") {
+			armed = true
+			return nil
+		}
+		if ms, err := srv.messages(sessionID); err == nil && ms[len(ms)-1].Info.Error != nil {
+			return nil // two presses already landed
+		}
+		if time.Since(lastPress) > 1500*time.Millisecond {
+			// Not armed (the key was lost or the hint timed out): press again.
+			x.must("send-keys", "-t", x.target, "Escape")
+			lastPress = time.Now()
+		}
+		return errors.New(`no "esc again to interrupt" after Escape`)
+	})
+	if armed {
+		x.must("send-keys", "-t", x.target, "Escape")
+	}
+
+	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		ms, err := srv.messages(sessionID)
+		if err != nil {
+			return err
+		}
+		last := ms[len(ms)-1]
+		if last.Info.Role != "assistant" || last.Info.Error == nil {
+			return fmt.Errorf("last message (%s, %s) has no error yet", last.Info.Role, last.Info.ID)
+		}
+		if last.Info.ID != streaming.Info.ID {
+			return fmt.Errorf("last assistant message is %s, the interrupted one was %s", last.Info.ID, streaming.Info.ID)
+		}
+		if last.Info.Error.Name != "MessageAbortedError" {
+			return fmt.Errorf("last assistant message error %+v, want MessageAbortedError", last.Info.Error)
+		}
+		if last.text() == reply {
+			return fmt.Errorf("the interrupted message has the whole reply %q: the abort came too late", reply)
+		}
+		return nil
+	})
+	x.waitScreen(10*time.Second, "interrupted")
+	if got := srv.stderr.String(); strings.Contains(got, "level=ERROR") {
+		t.Logf("server logged errors:\n%s", got)
+	}
+}
