@@ -88,6 +88,8 @@ type runner struct {
 	// resume is set when the session's last turn was cut off by a shutdown
 	// or crash: the runner continues it once it starts.
 	resume *opencode.Message
+	// deleted stops the loop after the delete command.
+	deleted bool
 }
 
 type turn struct {
@@ -266,6 +268,9 @@ func (r *runner) loop() {
 		r.flushPending()
 		if done != nil {
 			close(done)
+		}
+		if r.deleted {
+			r.shutdown(opencode.SessionNotFound(r.id))
 		}
 		if r.exit != nil {
 			return
@@ -568,6 +573,7 @@ func (r *runner) delete() error {
 		return mapStoreErr(err, r.id)
 	}
 	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvSessionDeleted, map[string]any{"sessionID": r.id, "info": r.sess}))
-	r.shutdown(opencode.SessionNotFound(r.id))
+	// The loop stops once this command has answered.
+	r.deleted = true
 	return nil
 }

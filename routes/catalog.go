@@ -145,7 +145,8 @@ func (s *Server) mountCatalog(r chi.Router) {
 	r.Get("/project/current", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"id": "global", "worktree": "/", "time": map[string]any{"created": 0, "updated": 0}, "sandboxes": emptyList})
 	})
-	r.Get("/vcs", ok(map[string]any{"branch": nil, "default_branch": nil}))
+	// No VCS information: OpenCode's VcsInfo has only optional strings.
+	r.Get("/vcs", ok(map[string]any{}))
 	r.Get("/experimental/capabilities", ok(map[string]any{"backgroundSubagents": false}))
 	r.Get("/experimental/console", ok(map[string]any{"consoleManagedProviders": emptyList, "switchableOrgCount": 0}))
 	for _, p := range []string{"/command", "/lsp", "/formatter", "/experimental/workspace", "/experimental/workspace/status",

@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // Config wires the routes.
@@ -108,7 +109,10 @@ func (s *Server) h(fam family, f func(w http.ResponseWriter, r *http.Request) er
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		http.Error(w, `{"name":"UnknownError","data":{"message":"encoding failed"}}`, http.StatusInternalServerError)
+		// Only our own types are encoded; this cannot happen for valid data.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"name":"UnknownError","data":{"message":"Unexpected server error. Check server logs for details."}}`))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -130,14 +134,12 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				if isV2(r) {
 					fam = v2
 				}
-				writeError(w, r, fam, s.log, errInternal)
+				writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.EInternal, Message: "panic"})
 			}
 		}()
 		next.ServeHTTP(w, r)
 	})
 }
-
-var errInternal = &httpError{Status: http.StatusInternalServerError, Msg: "Unexpected server error. Check server logs for details."}
 
 // auth requires HTTP basic auth when a password is configured, comparing in
 // constant time.

@@ -1,0 +1,680 @@
+package routes_test
+
+// Bad-input suite: every case of /work/shared/traces/f-bad-input.http.txt
+// replayed against our server (with our better answers where the real
+// server answers 500 or accepts garbage), plus many more hostile inputs.
+// Every case checks the status, the error shape of the route's family
+// (v1 {name, data:{message}}, /api {_tag, message}), that the message is
+// non-empty and names the field where there is one, and that nothing was
+// admitted: the case's fresh session has no messages, an empty inbox and no
+// history events.
+//
+// Cases marked knownBug document a defect found by this suite (see the
+// report): when they fail as expected they are skipped with the bug's
+// description; when they pass they log that the marker can go.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opencode-server/opencode-server/internal/testserver"
+)
+
+// biClient is a test server plus an HTTP client whose idle connections are
+// closed when the test ends (goleak).
+type biClient struct {
+	t  testing.TB
+	ts *testserver.Server
+	c  *http.Client
+}
+
+func biStart(t testing.TB, o testserver.Options) *biClient {
+	t.Helper()
+	tr := &http.Transport{MaxIdleConnsPerHost: 16}
+	t.Cleanup(tr.CloseIdleConnections) // registered first: runs after the server stops
+	ts := testserver.Start(t, o)
+	return &biClient{t: t, ts: ts, c: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
+}
+
+type biResp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// send sends a request; ct "" means no Content-Type, hdr adds headers.
+func (c *biClient) send(method, path, ct string, body []byte, hdr map[string]string) (biResp, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, c.ts.URL+path, rd)
+	if err != nil {
+		return biResp{}, err
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.c.Do(req)
+	if err != nil {
+		return biResp{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return biResp{}, err
+	}
+	return biResp{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+func (c *biClient) must(method, path, ct string, body []byte) biResp {
+	c.t.Helper()
+	r, err := c.send(method, path, ct, body, nil)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// newSession creates a session over v1 and returns its ID.
+func (c *biClient) newSession() string {
+	c.t.Helper()
+	r := c.must("POST", "/session", "application/json", []byte("{}"))
+	var s struct{ ID string }
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &s) != nil || !strings.HasPrefix(s.ID, "ses_") {
+		c.t.Fatalf("POST /session = %d %s", r.status, r.body)
+	}
+	return s.ID
+}
+
+// admitted lists what a session holds that a rejected request must not
+// have put there: messages, pending inputs, durable history events. The
+// result is empty for a session nothing was admitted to.
+func (c *biClient) admitted(sessionID string) []string {
+	c.t.Helper()
+	var out []string
+	r := c.must("GET", "/session/"+sessionID+"/message", "", nil)
+	var msgs []json.RawMessage
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &msgs) != nil {
+		out = append(out, fmt.Sprintf("GET /session/{id}/message = %d %s", r.status, r.body))
+	} else if len(msgs) > 0 {
+		out = append(out, fmt.Sprintf("%d messages: %s", len(msgs), biClip(r.body)))
+	}
+	var data struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	r = c.must("GET", "/api/session/"+sessionID+"/inbox", "", nil)
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &data) != nil {
+		out = append(out, fmt.Sprintf("GET /api/session/{id}/inbox = %d %s", r.status, r.body))
+	} else if len(data.Data) > 0 {
+		out = append(out, fmt.Sprintf("%d pending inputs: %s", len(data.Data), biClip(r.body)))
+	}
+	data.Data = nil
+	r = c.must("GET", "/api/session/"+sessionID+"/history", "", nil)
+	if r.status != http.StatusOK || json.Unmarshal(r.body, &data) != nil {
+		out = append(out, fmt.Sprintf("GET /api/session/{id}/history = %d %s", r.status, r.body))
+	} else if len(data.Data) > 0 {
+		out = append(out, fmt.Sprintf("%d history events: %s", len(data.Data), biClip(r.body)))
+	}
+	return out
+}
+
+func biClip(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}
+
+// biErrorShape checks an error response against its route family and
+// returns the problems found. field, when set, must be named by the error
+// (v2: the field member or the message; v1: the message).
+func biErrorShape(path string, r biResp, field string) []string {
+	var probs []string
+	if ct, _, _ := mime.ParseMediaType(r.header.Get("Content-Type")); ct != "application/json" {
+		probs = append(probs, fmt.Sprintf("Content-Type %q, want application/json", r.header.Get("Content-Type")))
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		return append(probs, fmt.Sprintf("body is not a JSON object: %v: %s", err, biClip(r.body)))
+	}
+	str := func(raw json.RawMessage) string {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s
+	}
+	var msg, fieldMember string
+	if strings.HasPrefix(path, "/api/") {
+		if str(body["_tag"]) == "" {
+			probs = append(probs, "v2 error without _tag: "+biClip(r.body))
+		}
+		if _, ok := body["name"]; ok {
+			probs = append(probs, "v2 error in the v1 shape: "+biClip(r.body))
+		}
+		msg = str(body["message"])
+		fieldMember = str(body["field"])
+	} else {
+		if str(body["name"]) == "" {
+			probs = append(probs, "v1 error without name: "+biClip(r.body))
+		}
+		if _, ok := body["_tag"]; ok {
+			probs = append(probs, "v1 error in the v2 shape: "+biClip(r.body))
+		}
+		var data struct {
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(body["data"], &data); err != nil {
+			probs = append(probs, "v1 error without data object: "+biClip(r.body))
+		}
+		msg = data.Message
+	}
+	if strings.TrimSpace(msg) == "" {
+		probs = append(probs, "empty message: "+biClip(r.body))
+	}
+	if field != "" && fieldMember != field && !strings.Contains(msg, field) {
+		probs = append(probs, fmt.Sprintf("error does not name the field %q: %s", field, biClip(r.body)))
+	}
+	return probs
+}
+
+// badCase is one hostile request. In path and body, {ses} is the case's
+// fresh session ID.
+type badCase struct {
+	name     string
+	method   string
+	path     string
+	ct       string // default application/json when there is a body; "-" for none
+	body     string
+	raw      []byte // body bytes, instead of body
+	hdr      map[string]string
+	status   int
+	field    string // the field the error must name
+	msgHas   string // a substring the message must contain
+	knownBug string
+}
+
+const nosuch = "ses_doesnotexist0000000000000"
+
+// Known bugs shared by several cases.
+const (
+	nestedPath = "JSON type and unknown-key errors inside a nested object name the key without its path " +
+		"(v1 message says [\"text\"] for parts.0.text; v2 field says \"parts\" for prompt.parts)"
+	noAllow = "405 answers carry no Allow header (RFC 9110 §15.5.6: MUST)"
+)
+
+func textPrompt(extra string) string {
+	return `{` + extra + `"parts":[{"type":"text","text":"x"}]}`
+}
+
+func badCases() []badCase {
+	big := strings.Repeat("a", 10<<10)
+	deep := strings.Repeat("[", 100_000)
+	var cs []badCase
+	add := func(c ...badCase) { cs = append(cs, c...) }
+
+	// The trace, case by case (our answers where they differ from 1.18.33).
+	add(
+		badCase{name: "trace/unknown session v1 message", method: "POST", path: "/session/" + nosuch + "/message", body: textPrompt(""), status: 404, msgHas: nosuch},
+		badCase{name: "trace/unknown session v1 prompt_async", method: "POST", path: "/session/" + nosuch + "/prompt_async", body: textPrompt(""), status: 404, msgHas: nosuch},
+		badCase{name: "trace/unknown session v1 get", method: "GET", path: "/session/" + nosuch, status: 404, msgHas: nosuch},
+		badCase{name: "trace/unknown session v1 messages", method: "GET", path: "/session/" + nosuch + "/message", status: 404, msgHas: nosuch},
+		badCase{name: "trace/unknown session v2 prompt", method: "POST", path: "/api/session/" + nosuch + "/prompt", body: `{"prompt":{"text":"x"}}`, status: 404, msgHas: nosuch},
+		badCase{name: "trace/unknown session v2 get", method: "GET", path: "/api/session/" + nosuch, status: 404, msgHas: nosuch},
+		badCase{name: "trace/unknown session v2 messages", method: "GET", path: "/api/session/" + nosuch + "/message", status: 404, msgHas: nosuch},
+		badCase{name: "trace/unknown session v2 interrupt", method: "POST", path: "/api/session/" + nosuch + "/interrupt", status: 404, msgHas: nosuch},
+		badCase{name: "trace/malformed JSON v1 message", method: "POST", path: "/session/{ses}/message", body: `{"parts":[{"type":"text","text":"x"}`, status: 400, msgHas: "JSON"},
+		badCase{name: "trace/not JSON v1 prompt_async", method: "POST", path: "/session/{ses}/prompt_async", body: `not json at all`, status: 400, msgHas: "JSON"},
+		badCase{name: "trace/malformed JSON v2 prompt", method: "POST", path: "/api/session/{ses}/prompt", body: `{bad json`, status: 400, msgHas: "JSON"},
+		badCase{name: "trace/missing parts v1 message", method: "POST", path: "/session/{ses}/message", body: `{}`, status: 400, field: "parts"},
+		badCase{name: "trace/missing parts v1 prompt_async", method: "POST", path: "/session/{ses}/prompt_async", body: `{}`, status: 400, field: "parts"},
+		badCase{name: "trace/empty parts", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[]}`, status: 400, field: "parts", msgHas: "at least one part"},
+		badCase{name: "trace/missing prompt v2", method: "POST", path: "/api/session/{ses}/prompt", body: `{}`, status: 400, field: "prompt",
+			knownBug: "validation errors name Go struct fields (\"Prompt\"), not JSON keys"},
+		badCase{name: "trace/missing prompt.text v2", method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{}}`, status: 400, field: "prompt.text",
+			knownBug: "validation errors name Go struct fields without their path (\"Text\"), not \"prompt.text\""},
+		badCase{name: "trace/bogus part type", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"bogus","text":"x"}]}`, status: 400, field: "parts.0.type", msgHas: "bogus"},
+		badCase{name: "trace/unknown top-level field", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"unknownField":1,`), status: 400, field: "unknownField"},
+		badCase{name: "trace/wrong messageID prefix", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"messageID":"abc_123",`), status: 400, field: "messageID", msgHas: "msg_"},
+		badCase{name: "trace/wrong v2 id prefix", method: "POST", path: "/api/session/{ses}/prompt", body: `{"id":"abc_123","prompt":{"text":"x"}}`, status: 400, field: "id", msgHas: "msg_"},
+		badCase{name: "trace/bad delivery v2", method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{"text":"x"},"delivery":"later"}`, status: 400, field: "delivery"},
+		badCase{name: "trace/wrong session prefix v1 get", method: "GET", path: "/session/abc_123", status: 400, field: "sessionID", msgHas: "ses_"},
+		badCase{name: "trace/wrong session prefix v1 messages", method: "GET", path: "/session/abc_123/message", status: 400, field: "sessionID"},
+		badCase{name: "trace/wrong session prefix v1 prompt_async", method: "POST", path: "/session/abc_123/prompt_async", body: textPrompt(""), status: 400, field: "sessionID"},
+		badCase{name: "trace/wrong session prefix v2 get", method: "GET", path: "/api/session/abc_123", status: 400, field: "sessionID"},
+		badCase{name: "trace/wrong session prefix v2 event", method: "GET", path: "/api/session/abc_123/event", status: 400, field: "sessionID"},
+		badCase{name: "trace/unknown message", method: "GET", path: "/session/{ses}/message/msg_doesnotexist000000000", status: 404, msgHas: "msg_doesnotexist000000000"},
+		badCase{name: "trace/wrong message prefix", method: "GET", path: "/session/{ses}/message/abc_123", status: 400, field: "messageID", msgHas: "msg_"},
+		badCase{name: "trace/unknown route", method: "GET", path: "/no/such/route", status: 404},
+		badCase{name: "trace/delete unknown session", method: "DELETE", path: "/session/" + nosuch, status: 404, msgHas: nosuch},
+	)
+
+	// Wrong ID prefixes, in path and body.
+	add(
+		badCase{name: "prefix/messageID is a part ID", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"messageID":"prt_123",`), status: 400, field: "messageID"},
+		badCase{name: "prefix/messageID without underscore", method: "POST", path: "/session/{ses}/message", body: textPrompt(`"messageID":"msg123",`), status: 400, field: "messageID"},
+		badCase{name: "prefix/messageID body only prefix", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"messageID":"msg_",`), status: 400, field: "messageID"},
+		badCase{name: "prefix/messageID bad characters", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"messageID":"msg_a/b",`), status: 400, field: "messageID"},
+		badCase{name: "prefix/part id is a message ID", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","id":"msg_1"}]}`, status: 400, field: "parts.0.id"},
+		badCase{name: "prefix/second part id bad", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","id":"prt_1"},{"type":"text","text":"y","id":"ses_1"}]}`, status: 400, field: "parts.1.id"},
+		badCase{name: "prefix/v2 id is a session ID", method: "POST", path: "/api/session/{ses}/prompt", body: `{"id":"ses_123","prompt":{"text":"x"}}`, status: 400, field: "id"},
+		badCase{name: "prefix/v1 message path ses", method: "POST", path: "/session/msg_123/message", body: textPrompt(""), status: 400, field: "sessionID"},
+		badCase{name: "prefix/v2 prompt path", method: "POST", path: "/api/session/msg_123/prompt", body: `{"prompt":{"text":"x"}}`, status: 400, field: "sessionID"},
+		badCase{name: "prefix/v2 history path", method: "GET", path: "/api/session/prt_1/history", status: 400, field: "sessionID"},
+		badCase{name: "prefix/v2 message path", method: "GET", path: "/api/session/{ses}/message/prt_1", status: 400, field: "messageID"},
+		badCase{name: "prefix/v1 inbox delete", method: "DELETE", path: "/session/{ses}/inbox/prt_1", status: 400, field: "messageID"},
+		badCase{name: "prefix/v2 inbox delete", method: "DELETE", path: "/api/session/{ses}/inbox/ses_1", status: 400, field: "messageID"},
+		badCase{name: "prefix/v2 inbox patch", method: "PATCH", path: "/api/session/{ses}/inbox/abc", body: `{"delivery":"queue"}`, status: 400, field: "messageID"},
+		badCase{name: "prefix/create session parentID", method: "POST", path: "/session", body: `{"parentID":"msg_1"}`, status: 400, field: "parentID"},
+		badCase{name: "prefix/create v2 session id", method: "POST", path: "/api/session", body: `{"id":"msg_1"}`, status: 400, field: "id"},
+		badCase{name: "prefix/permission reply", method: "POST", path: "/permission/abc_1/reply", body: `{"reply":"once"}`, status: 400, field: "requestID"},
+		badCase{name: "prefix/legacy permission reply", method: "POST", path: "/session/{ses}/permissions/abc_1", body: `{"response":"once"}`, status: 400, field: "permissionID"},
+		badCase{name: "prefix/session path with escaped slash", method: "GET", path: "/session/ses_a%2Fb", status: 400, field: "sessionID"},
+		badCase{name: "prefix/session path non-UTF-8", method: "GET", path: "/session/ses_%ff%fe", status: 400, field: "sessionID"},
+	)
+
+	// Huge IDs (10 KB).
+	add(
+		badCase{name: "huge/session ID in v1 path", method: "GET", path: "/session/ses_" + big, status: 400, field: "sessionID"},
+		badCase{name: "huge/session ID in v2 path", method: "POST", path: "/api/session/ses_" + big + "/prompt", body: `{"prompt":{"text":"x"}}`, status: 400, field: "sessionID"},
+		badCase{name: "huge/messageID", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"messageID":"msg_` + big + `",`), status: 400, field: "messageID"},
+		badCase{name: "huge/part id", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","id":"prt_` + big + `"}]}`, status: 400, field: "parts.0.id"},
+		badCase{name: "huge/v2 id", method: "POST", path: "/api/session/{ses}/prompt", body: `{"id":"msg_` + big + `","prompt":{"text":"x"}}`, status: 400, field: "id"},
+		badCase{name: "huge/v2 session id", method: "POST", path: "/api/session", body: `{"id":"ses_` + big + `"}`, status: 400, field: "id"},
+		badCase{name: "huge/parentID", method: "POST", path: "/session", body: `{"parentID":"ses_` + big + `"}`, status: 400, field: "parentID"},
+		badCase{name: "huge/inbox message id", method: "PATCH", path: "/session/{ses}/inbox/msg_" + big, body: `{"delivery":"queue"}`, status: 400, field: "messageID"},
+	)
+
+	// Encoding and framing of the body.
+	add(
+		badCase{name: "body/non-UTF-8 text", method: "POST", path: "/session/{ses}/prompt_async", raw: []byte("{\"parts\":[{\"type\":\"text\",\"text\":\"\xff\xfe\"}]}"), status: 400, msgHas: "UTF-8"},
+		badCase{name: "body/non-UTF-8 v2", method: "POST", path: "/api/session/{ses}/prompt", raw: []byte("{\"prompt\":{\"text\":\"\xc3\x28\"}}"), status: 400, msgHas: "UTF-8"},
+		badCase{name: "body/UTF-16 BOM", method: "POST", path: "/session/{ses}/prompt_async", raw: append([]byte{0xff, 0xfe}, []byte(textPrompt(""))...), status: 400},
+		badCase{name: "body/deep nesting 100k", method: "POST", path: "/session/{ses}/prompt_async", body: deep, status: 400, msgHas: "nested"},
+		badCase{name: "body/deep nesting in metadata", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","metadata":` + strings.Repeat(`{"a":`, 100) + `1` + strings.Repeat(`}`, 100) + `}]}`, status: 400, msgHas: "nested"},
+		badCase{name: "body/deep nesting v2", method: "POST", path: "/api/session/{ses}/prompt", body: strings.Repeat("[", 100_000), status: 400, msgHas: "nested"},
+		badCase{name: "body/deep nesting create", method: "POST", path: "/session", body: strings.Repeat("{\"a\":", 10_000), status: 400, msgHas: "nested"},
+		badCase{name: "body/trailing garbage", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt("") + "x", status: 400},
+		badCase{name: "body/two JSON values", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt("") + textPrompt(""), status: 400, msgHas: "after the JSON"},
+		badCase{name: "body/trailing bracket v2", method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{"text":"x"}}]`, status: 400},
+		badCase{name: "body/empty v1", method: "POST", path: "/session/{ses}/prompt_async", body: "", status: 400, msgHas: "required"},
+		badCase{name: "body/whitespace v1 message", method: "POST", path: "/session/{ses}/message", body: " \n\t", status: 400, msgHas: "required"},
+		badCase{name: "body/empty v2", method: "POST", path: "/api/session/{ses}/prompt", body: "", status: 400, msgHas: "required"},
+		badCase{name: "body/null", method: "POST", path: "/session/{ses}/prompt_async", body: "null", status: 400, field: "parts"},
+		badCase{name: "body/array", method: "POST", path: "/session/{ses}/prompt_async", body: "[]", status: 400},
+		badCase{name: "body/string", method: "POST", path: "/api/session/{ses}/prompt", body: `"hello"`, status: 400},
+		badCase{name: "body/oversized", method: "POST", path: "/session/{ses}/prompt_async", raw: oversized(), status: 413},
+		badCase{name: "body/oversized v2", method: "POST", path: "/api/session/{ses}/prompt", raw: oversized(), status: 413},
+		// Browsers send text/plain, form and no-type bodies cross-origin
+		// without a preflight: with the body read as JSON whatever its type,
+		// any web page can drive a loopback server with no password.
+		badCase{name: "body/text plain from foreign origin", method: "POST", path: "/session/{ses}/prompt_async", ct: "text/plain;charset=UTF-8", body: textPrompt(""),
+			hdr: map[string]string{"Origin": "https://evil.example"}, status: 403,
+			knownBug: "CSRF: cross-origin simple requests (text/plain) are admitted; no Origin check on unsafe methods and no Content-Type check"},
+		badCase{name: "body/v2 no content type from foreign origin", method: "POST", path: "/api/session/{ses}/prompt", ct: "-", body: `{"prompt":{"text":"x"}}`,
+			hdr: map[string]string{"Origin": "https://evil.example"}, status: 403,
+			knownBug: "CSRF: cross-origin simple requests (no Content-Type) are admitted"},
+		badCase{name: "body/form content type", method: "POST", path: "/session/{ses}/prompt_async", ct: "application/x-www-form-urlencoded", body: "parts=x", status: 400},
+	)
+
+	// The part union.
+	add(
+		badCase{name: "part/unknown type", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"tool","text":"x"}]}`, status: 400, field: "parts.0.type"},
+		badCase{name: "part/type not a string", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":1,"text":"x"}]}`, status: 400, field: "parts.0"},
+		badCase{name: "part/missing type", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"text":"x"}]}`, status: 400, field: "parts.0.type"},
+		badCase{name: "part/null", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[null]}`, status: 400, field: "parts.0"},
+		badCase{name: "part/string", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":["x"]}`, status: 400, field: "parts.0"},
+		badCase{name: "part/second invalid", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x"},{"type":"file"}]}`, status: 400, field: "parts.1.mime",
+			knownBug: "validation errors name Go struct fields (\"parts.1.Mime\"), not JSON keys"},
+		badCase{name: "part/text missing text", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text"}]}`, status: 400, field: "parts.0.text",
+			knownBug: "validation errors name Go struct fields (\"parts.0.Text\"), not JSON keys"},
+		badCase{name: "part/text null text", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":null}]}`, status: 400, field: "parts.0.text",
+			knownBug: "validation errors name Go struct fields (\"parts.0.Text\"), not JSON keys"},
+		badCase{name: "part/text number", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":1}]}`, status: 400, field: "parts.0.text",
+			knownBug: nestedPath},
+		badCase{name: "part/text unknown field", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","bogus":1}]}`, status: 400, field: "parts.0.bogus",
+			knownBug: nestedPath},
+		badCase{name: "part/text negative time", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","time":{"start":-1}}]}`, status: 400, field: "parts.0.time.start",
+			knownBug: "validation errors name Go struct fields without their path (\"parts.0.Start\")"},
+		badCase{name: "part/text float time", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","time":{"start":1.5}}]}`, status: 400, field: "start"},
+		badCase{name: "part/file missing url", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"file","mime":"text/plain"}]}`, status: 400, field: "parts.0.url",
+			knownBug: "validation errors name Go struct fields (\"parts.0.URL\"), not JSON keys"},
+		badCase{name: "part/agent missing name", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"agent"}]}`, status: 400, field: "parts.0.name",
+			knownBug: "validation errors name Go struct fields (\"parts.0.Name\"), not JSON keys"},
+		badCase{name: "part/subtask missing agent", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"subtask","prompt":"p","description":"d"}]}`, status: 400, field: "parts.0.agent",
+			knownBug: "validation errors name Go struct fields (\"parts.0.Agent\"), not JSON keys"},
+		badCase{name: "part/parts an object", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":{"type":"text","text":"x"}}`, status: 400, field: "parts"},
+		badCase{name: "part/parts null", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":null}`, status: 400, field: "parts"},
+		badCase{name: "part/empty parts blocking", method: "POST", path: "/session/{ses}/message", body: `{"parts":[]}`, status: 400, field: "parts"},
+		badCase{name: "part/noReply not bool", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"noReply":"yes",`), status: 400, field: "noReply"},
+		badCase{name: "part/tools not map", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"tools":["bash"],`), status: 400, field: "tools"},
+	)
+
+	// v2 prompt body.
+	add(
+		badCase{name: "v2/unknown field", method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{"text":"x"},"nope":1}`, status: 400, field: "nope"},
+		badCase{name: "v2/unknown prompt field", method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{"text":"x","parts":[]}}`, status: 400, field: "prompt.parts",
+			knownBug: nestedPath},
+		badCase{name: "v2/text number", method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{"text":5}}`, status: 400, field: "prompt.text"},
+		badCase{name: "v2/file without uri", method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{"text":"x","files":[{}]}}`, status: 400, field: "prompt.files",
+			knownBug: "validation errors name Go struct fields without their path (\"URI\")"},
+		badCase{name: "v2/agent without name", method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{"text":"x","agents":[{}]}}`, status: 400, field: "prompt.agents",
+			knownBug: "validation errors name Go struct fields without their path (\"Name\")"},
+		badCase{name: "v2/resume not bool", method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{"text":"x"},"resume":"yes"}`, status: 400, field: "resume"},
+	)
+
+	// Delivery values.
+	for _, d := range []string{`"later"`, `"STEER"`, `"steer "`, `1`, `true`, `{}`} {
+		add(
+			badCase{name: "delivery/v1 " + d, method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"delivery":` + d + `,`), status: 400, field: "delivery"},
+			badCase{name: "delivery/v2 " + d, method: "POST", path: "/api/session/{ses}/prompt", body: `{"prompt":{"text":"x"},"delivery":` + d + `}`, status: 400, field: "delivery"},
+			badCase{name: "delivery/patch " + d, method: "PATCH", path: "/api/session/{ses}/inbox/msg_1", body: `{"delivery":` + d + `}`, status: 400, field: "delivery"},
+		)
+	}
+
+	// Models.
+	add(
+		badCase{name: "model/not found", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"model":{"providerID":"nope","modelID":"nada"},`), status: 400, msgHas: "Model not found: nope/nada"},
+		badCase{name: "model/not found blocking", method: "POST", path: "/session/{ses}/message", body: textPrompt(`"model":{"providerID":"scripted","modelID":"nada"},`), status: 400, msgHas: "Model not found: scripted/nada"},
+		badCase{name: "model/missing modelID", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"model":{"providerID":"scripted"},`), status: 400, field: "model"},
+		badCase{name: "model/unknown field", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"model":{"providerID":"scripted","modelID":"scripted-model","x":1},`), status: 400, field: "model.x",
+			knownBug: nestedPath},
+	)
+
+	// PATCH inbox.
+	add(
+		badCase{name: "inbox/patch nothing", method: "PATCH", path: "/api/session/{ses}/inbox/msg_1", body: `{}`, status: 400, msgHas: "delivery"},
+		badCase{name: "inbox/patch nothing v1", method: "PATCH", path: "/session/{ses}/inbox/msg_1", body: `{}`, status: 400, msgHas: "delivery"},
+		badCase{name: "inbox/patch empty body", method: "PATCH", path: "/api/session/{ses}/inbox/msg_1", body: ``, status: 400},
+		badCase{name: "inbox/patch null delivery", method: "PATCH", path: "/api/session/{ses}/inbox/msg_1", body: `{"delivery":null}`, status: 400},
+		badCase{name: "inbox/patch empty prompt", method: "PATCH", path: "/api/session/{ses}/inbox/msg_1", body: `{"prompt":{}}`, status: 400, field: "prompt.text",
+			knownBug: "validation errors name Go struct fields (\"prompt.Text\"), not JSON keys"},
+		badCase{name: "inbox/patch unknown field", method: "PATCH", path: "/api/session/{ses}/inbox/msg_1", body: `{"delivery":"queue","parts":[]}`, status: 400, field: "parts"},
+		badCase{name: "inbox/patch unknown message", method: "PATCH", path: "/api/session/{ses}/inbox/msg_1", body: `{"delivery":"queue"}`, status: 404},
+		badCase{name: "inbox/patch unknown session", method: "PATCH", path: "/api/session/" + nosuch + "/inbox/msg_1", body: `{"delivery":"queue"}`, status: 404},
+	)
+
+	// Permission replies.
+	add(
+		badCase{name: "permission/bad reply", method: "POST", path: "/permission/per_1/reply", body: `{"reply":"maybe"}`, status: 400, field: "reply",
+			knownBug: "validation errors name Go struct fields (\"Reply\"), not JSON keys"},
+		badCase{name: "permission/empty reply", method: "POST", path: "/permission/per_1/reply", body: `{"reply":""}`, status: 400, field: "reply",
+			knownBug: "validation errors name Go struct fields (\"Reply\"), not JSON keys"},
+		badCase{name: "permission/missing reply", method: "POST", path: "/permission/per_1/reply", body: `{}`, status: 400, field: "reply",
+			knownBug: "validation errors name Go struct fields (\"Reply\"), not JSON keys"},
+		badCase{name: "permission/reply number", method: "POST", path: "/permission/per_1/reply", body: `{"reply":1}`, status: 400, field: "reply"},
+		badCase{name: "permission/unknown field", method: "POST", path: "/permission/per_1/reply", body: `{"reply":"once","remember":true}`, status: 400, field: "remember"},
+		badCase{name: "permission/empty body", method: "POST", path: "/permission/per_1/reply", body: ``, status: 400},
+		badCase{name: "permission/unknown request", method: "POST", path: "/permission/per_doesnotexist/reply", body: `{"reply":"once"}`, status: 404},
+		badCase{name: "permission/legacy bad response", method: "POST", path: "/session/{ses}/permissions/per_1", body: `{"response":"yes"}`, status: 400, field: "response",
+			knownBug: "validation errors name Go struct fields (\"Response\"), not JSON keys"},
+	)
+
+	// Cursors and paging.
+	for _, v := range []string{"-1", "abc", "1e3", "1.5", "99999999999999999999", "0x10", "%20", "NaN", "-0.0"} {
+		add(badCase{name: "cursor/history after=" + v, method: "GET", path: "/api/session/{ses}/history?after=" + v, status: 400, field: "after"})
+		add(badCase{name: "cursor/event after=" + v, method: "GET", path: "/api/session/{ses}/event?after=" + v, status: 400, field: "after"})
+	}
+	add(
+		badCase{name: "cursor/Last-Event-ID", method: "GET", path: "/api/session/{ses}/event", hdr: map[string]string{"Last-Event-ID": "-5"}, status: 400, field: "after"},
+		badCase{name: "cursor/history limit 0", method: "GET", path: "/api/session/{ses}/history?limit=0", status: 400, field: "limit"},
+		badCase{name: "cursor/history limit 101", method: "GET", path: "/api/session/{ses}/history?limit=101", status: 400, field: "limit"},
+		badCase{name: "cursor/history limit abc", method: "GET", path: "/api/session/{ses}/history?limit=abc", status: 400, field: "limit"},
+		badCase{name: "cursor/v2 messages cursor", method: "GET", path: "/api/session/{ses}/message?cursor=zzz", status: 400, field: "cursor"},
+		badCase{name: "cursor/v2 messages order", method: "GET", path: "/api/session/{ses}/message?order=up", status: 400, field: "order"},
+		badCase{name: "cursor/v1 messages limit", method: "GET", path: "/session/{ses}/message?limit=-1", status: 400, field: "limit"},
+		badCase{name: "cursor/v1 sessions start", method: "GET", path: "/session?start=abc", status: 400, field: "start"},
+		badCase{name: "cursor/v2 sessions limit", method: "GET", path: "/api/session?limit=0", status: 400, field: "limit"},
+	)
+
+	// Session creation.
+	add(
+		badCase{name: "create/unknown field v1", method: "POST", path: "/session", body: `{"nope":1}`, status: 400, field: "nope"},
+		badCase{name: "create/unknown field v2", method: "POST", path: "/api/session", body: `{"nope":1}`, status: 400, field: "nope"},
+		badCase{name: "create/malformed v1", method: "POST", path: "/session", body: `{`, status: 400},
+		badCase{name: "create/permission not array", method: "POST", path: "/session", body: `{"permission":{}}`, status: 400, field: "permission"},
+		badCase{name: "create/model incomplete", method: "POST", path: "/session", body: `{"model":{"id":"x"}}`, status: 400, field: "model"},
+		badCase{name: "create/v2 relative location", method: "POST", path: "/api/session", body: `{"location":{"directory":"rel/dir"}}`, status: 400, field: "location.directory"},
+		badCase{name: "create/title number", method: "POST", path: "/session", body: `{"title":5}`, status: 400, field: "title"},
+	)
+
+	// Methods and routes.
+	add(
+		badCase{name: "method/PUT v1 session", method: "PUT", path: "/session/{ses}", status: 405, knownBug: noAllow},
+		badCase{name: "method/GET prompt_async", method: "GET", path: "/session/{ses}/prompt_async", status: 405, knownBug: noAllow},
+		badCase{name: "method/DELETE v2 prompt", method: "DELETE", path: "/api/session/{ses}/prompt", status: 405, knownBug: noAllow},
+		badCase{name: "method/PUT v2 session", method: "PUT", path: "/api/session/{ses}", status: 405, knownBug: noAllow},
+		badCase{name: "method/POST health", method: "POST", path: "/global/health", body: `{}`, status: 405, knownBug: noAllow},
+		badCase{name: "method/POST event", method: "POST", path: "/event", status: 405, knownBug: noAllow},
+		badCase{name: "route/unknown v2", method: "GET", path: "/api/nope", status: 404},
+		badCase{name: "route/unknown session subroute", method: "GET", path: "/session/{ses}/nope", status: 404},
+		badCase{name: "route/trailing slash extra", method: "POST", path: "/session/{ses}/prompt_async/x", body: textPrompt(""), status: 404},
+	)
+	return cs
+}
+
+func oversized() []byte {
+	b := make([]byte, 16<<20+1)
+	for i := range b {
+		b[i] = ' '
+	}
+	copy(b, `{"parts":[{"type":"text","text":"x"}]}`)
+	return b
+}
+
+func TestBadInput(t *testing.T) {
+	c := biStart(t, testserver.Options{})
+	for _, bc := range badCases() {
+		t.Run(bc.name, func(t *testing.T) {
+			cc := *c
+			cc.t = t
+			ses := cc.newSession()
+			path := strings.ReplaceAll(bc.path, "{ses}", ses)
+			body := bc.raw
+			if body == nil && (bc.body != "" || bc.method == "POST" || bc.method == "PATCH") {
+				body = []byte(strings.ReplaceAll(bc.body, "{ses}", ses))
+			}
+			ct := bc.ct
+			switch {
+			case ct == "-":
+				ct = ""
+			case ct == "" && body != nil:
+				ct = "application/json"
+			}
+			r, err := cc.send(bc.method, path, ct, body, bc.hdr)
+			var probs []string
+			if err != nil {
+				probs = append(probs, fmt.Sprintf("request failed: %v", err))
+			} else {
+				if r.status != bc.status {
+					probs = append(probs, fmt.Sprintf("status %d, want %d: %s", r.status, bc.status, biClip(r.body)))
+				}
+				if r.status >= 400 {
+					probs = append(probs, biErrorShape(path, r, bc.field)...)
+				}
+				if r.status == http.StatusMethodNotAllowed && r.header.Get("Allow") == "" {
+					probs = append(probs, "405 without an Allow header")
+				}
+				if bc.msgHas != "" && !bytes.Contains(r.body, []byte(bc.msgHas)) {
+					probs = append(probs, fmt.Sprintf("message does not contain %q: %s", bc.msgHas, biClip(r.body)))
+				}
+			}
+			for _, a := range cc.admitted(ses) {
+				probs = append(probs, "admitted: "+a)
+			}
+			if len(probs) == 0 {
+				if bc.knownBug != "" {
+					t.Logf("known bug %q no longer shows: drop the marker", bc.knownBug)
+				}
+				return
+			}
+			if bc.knownBug != "" {
+				t.Skipf("KNOWN BUG: %s\n%s %s -> %s", bc.knownBug, bc.method, biClip([]byte(bc.path)), strings.Join(probs, "\n"))
+			}
+			for _, p := range probs {
+				t.Errorf("%s %s: %s", bc.method, biClip([]byte(path)), p)
+			}
+		})
+	}
+}
+
+// TestBadInputDocumented pins down what we do with inputs that are odd but
+// accepted, so that a change is a decision and not an accident.
+func TestBadInputDocumented(t *testing.T) {
+	c := biStart(t, testserver.Options{})
+	cases := []struct {
+		name, method, path, ct, body string
+		hdr                          map[string]string
+		status                       int
+		admitted                     bool
+	}{
+		// encoding/json keeps the last of duplicate keys.
+		{"duplicate parts, last non-empty", "POST", "/session/{ses}/prompt_async", "application/json",
+			`{"parts":[],"parts":[{"type":"text","text":"x"}]}`, nil, 204, true},
+		{"duplicate parts, last empty", "POST", "/session/{ses}/prompt_async", "application/json",
+			`{"parts":[{"type":"text","text":"x"}],"parts":[]}`, nil, 400, false},
+		{"duplicate v2 text", "POST", "/api/session/{ses}/prompt", "application/json",
+			`{"prompt":{"text":1,"text":"x"}}`, nil, 400, false},
+		// encoding/json matches keys case-insensitively, so differently
+		// cased keys are not "unknown" (OpenCode's schemas are case-sensitive).
+		{"case-insensitive keys", "POST", "/session/{ses}/prompt_async", "application/json",
+			`{"PARTS":[{"TYPE":"text","Text":"x"}]}`, nil, 204, true},
+		// Content-Type is not checked: curl -d without -H works.
+		{"no content type, no origin", "POST", "/session/{ses}/prompt_async", "", textPrompt(""), nil, 204, true},
+		{"loopback origin, text/plain", "POST", "/session/{ses}/prompt_async", "text/plain", textPrompt(""),
+			map[string]string{"Origin": "http://localhost:3000"}, 204, true},
+		// An empty delivery is the default (steer).
+		{"empty delivery", "POST", "/session/{ses}/prompt_async", "application/json", textPrompt(`"delivery":"",`), nil, 204, true},
+		{"null delivery", "POST", "/api/session/{ses}/prompt", "application/json", `{"prompt":{"text":"x"},"delivery":null}`, nil, 200, true},
+		// An agent that does not exist is taken as given.
+		{"unknown agent", "POST", "/session/{ses}/prompt_async", "application/json", textPrompt(`"agent":"nosuchagent",`), nil, 204, true},
+		{"empty body creates a session", "POST", "/session", "application/json", "", nil, 200, false},
+		{"abort unknown session", "POST", "/session/" + nosuch + "/abort", "", "", nil, 404, false},
+		{"abort idle session", "POST", "/session/{ses}/abort", "", "", nil, 200, false},
+		{"after=+5 is 5", "GET", "/api/session/{ses}/history?after=%2B5", "", "", nil, 200, false},
+		{"after empty is 0", "GET", "/api/session/{ses}/history?after=", "", "", nil, 200, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cc := *c
+			cc.t = t
+			ses := cc.newSession()
+			path := strings.ReplaceAll(tc.path, "{ses}", ses)
+			var body []byte
+			if tc.method != "GET" {
+				body = []byte(tc.body)
+			}
+			r, err := cc.send(tc.method, path, tc.ct, body, tc.hdr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.status != tc.status {
+				t.Errorf("status %d, want %d: %s", r.status, tc.status, biClip(r.body))
+			}
+			if r.status >= 400 {
+				for _, p := range biErrorShape(path, r, "") {
+					t.Error(p)
+				}
+			}
+			if tc.admitted {
+				// Let the turn finish so the server stops cleanly.
+				if w := cc.must("POST", "/api/session/"+ses+"/wait", "", nil); w.status != 204 {
+					t.Errorf("wait: %d %s", w.status, w.body)
+				}
+			}
+			got := cc.admitted(ses)
+			if tc.admitted != (len(got) > 0) {
+				t.Errorf("admitted = %v, want %v: %v", len(got) > 0, tc.admitted, got)
+			}
+		})
+	}
+}
+
+// TestRegressionNullSessionFields (found by FuzzCreateSession): a null
+// metadata or permission is stored as a JSON null, and every later answer
+// carrying the session breaks the Session schema (neither is nullable).
+// Expected: null treated as absent (or a 400).
+func TestRegressionNullSessionFields(t *testing.T) {
+	c := biStart(t, testserver.Options{})
+	// Not through testserver's apitest middleware, which would fail the
+	// test on the known bug: check the answers here instead.
+	h := c.ts.App.Handler
+	var probs []string
+	call := func(method, path, body string) []byte {
+		req, _ := http.NewRequest(method, path, strings.NewReader(body))
+		rec := &bufRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, req)
+		if rec.status >= 400 {
+			return nil // a 400 is an acceptable fix
+		}
+		if rec.status != 200 {
+			t.Fatalf("%s %s: %d %s", method, path, rec.status, rec.body.String())
+		}
+		return rec.body.Bytes()
+	}
+	for _, body := range []string{`{"metadata":null}`, `{"permission":null}`} {
+		b := call("POST", "/session", body)
+		if b == nil {
+			continue
+		}
+		if bytes.Contains(b, []byte(`":null`)) {
+			probs = append(probs, "POST /session "+body+" -> "+nullKeys(b))
+		}
+		var s struct{ ID string }
+		_ = json.Unmarshal(b, &s)
+		if b := call("GET", "/session/"+s.ID, ""); bytes.Contains(b, []byte(`":null`)) {
+			probs = append(probs, "GET /session/{id} after "+body+" -> "+nullKeys(b))
+		}
+	}
+	id := c.newSession()
+	for _, body := range []string{`{"metadata":null}`, `{"permission":null}`} {
+		if b := call("PATCH", "/session/"+id, body); b != nil && bytes.Contains(b, []byte(`":null`)) {
+			probs = append(probs, "PATCH /session/{id} "+body+" -> "+nullKeys(b))
+		}
+	}
+	if len(probs) > 0 {
+		t.Skipf("KNOWN BUG: null metadata/permission stored as JSON null (Session schema: not nullable):\n%s", strings.Join(probs, "\n"))
+	}
+}
+
+// nullKeys lists the members of a JSON object answer that are null.
+func nullKeys(b []byte) string {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(b, &m)
+	var out []string
+	for k, v := range m {
+		if string(v) == "null" {
+			out = append(out, k+": null")
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// bufRecorder is a minimal http.ResponseWriter.
+type bufRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *bufRecorder) Header() http.Header { return r.header }
+func (r *bufRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = 200
+	}
+	return r.body.Write(b)
+}
+func (r *bufRecorder) WriteHeader(s int) {
+	if r.status == 0 {
+		r.status = s
+	}
+}
