@@ -108,7 +108,7 @@ func (m *Manager) Resume(ctx context.Context) error {
 					open = true
 				}
 			}
-			open = open || interruptedByServer(msgs)
+			open = open || interruptedByServer(msgs) || m.unanswered(msgs)
 		}
 		if open {
 			if _, err := m.runner(ctx, s.ID); err != nil {
@@ -298,7 +298,11 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (s ope
 		Path: strings.TrimPrefix(dir, "/"), ParentID: opts.ParentID, Title: title, Agent: opts.Agent, Model: opts.Model,
 		Version: opencode.Version, Permission: opts.Permission, Metadata: opts.Metadata,
 		Time: opencode.SessionTime{Created: now, Updated: now}}
-	if err := m.store.Commit(ctx, s.ID, &store.Batch{Session: &s}); err != nil {
+	if err := m.store.Commit(ctx, s.ID, &store.Batch{Session: &s, CreateOnly: true}); errors.Is(err, store.ErrConflict) {
+		// A concurrent create of the same client-chosen ID won: answer with it.
+		existing, err := m.store.GetSession(ctx, opts.ID)
+		return existing, false, mapStoreErr(err, opts.ID)
+	} else if err != nil {
 		return opencode.Session{}, false, mapStoreErr(err, s.ID)
 	}
 	m.publish(liveEvent(s.ID, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": s.ID, "info": s}))

@@ -143,7 +143,7 @@ func (r *runner) start() {
 	for _, mp := range msgs {
 		r.remember(mp)
 	}
-	if r.recover(msgs) || interruptedByServer(msgs) {
+	if r.recover(msgs) || interruptedByServer(msgs) || r.m.unanswered(msgs) {
 		for i := len(msgs) - 1; i >= 0; i-- {
 			if msgs[i].Info.Role == opencode.User {
 				u := msgs[i].Info
@@ -168,6 +168,21 @@ func interruptedByServer(msgs []opencode.MessageWithParts) bool {
 	}
 	msg, _ := last.Error.Data["message"].(string)
 	return strings.HasPrefix(msg, interruptedPrefix)
+}
+
+// unanswered reports whether the last message is a user message whose turn
+// never got an assistant message: a crash between its delivery and the first
+// model call.
+func (m *Manager) unanswered(msgs []opencode.MessageWithParts) bool {
+	if len(msgs) == 0 {
+		return false
+	}
+	last := msgs[len(msgs)-1].Info
+	if last.Role != opencode.User {
+		return false
+	}
+	in, err := m.store.GetInput(context.Background(), last.ID)
+	return err == nil && !in.NoReply && in.Answer == ""
 }
 
 // interruptedPrefix starts the abort message of turns the server cut off.

@@ -15,7 +15,7 @@ import (
 var ErrNotFound = errors.New("not found")
 
 // ErrConflict is returned when an admitted input's ID is already taken (by an
-// input or a message) or a created session already exists.
+// input or a message), or a CreateOnly session already exists.
 var ErrConflict = errors.New("conflict")
 
 // Batch is one atomic write. Everything in it commits together or not at all,
@@ -24,6 +24,9 @@ var ErrConflict = errors.New("conflict")
 type Batch struct {
 	// Session, if set, is inserted or replaced.
 	Session *opencode.Session
+	// CreateOnly makes Session an insert: if the session exists the batch
+	// fails with ErrConflict (concurrent creates of one client-chosen ID).
+	CreateOnly bool
 	// Messages and Parts are inserted or replaced; a new one takes the next
 	// creation position, a replaced one keeps its position.
 	Messages []opencode.Message

@@ -75,6 +75,9 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	if s == nil && b.Session == nil {
 		return store.ErrNotFound
 	}
+	if s != nil && b.CreateOnly {
+		return store.ErrConflict
+	}
 	for _, in := range b.Inputs {
 		if _, ok := m.inputs[in.ID]; !ok {
 			return store.ErrNotFound

@@ -330,6 +330,9 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	if !exists && b.Session == nil {
 		return store.ErrNotFound
 	}
+	if exists && b.CreateOnly {
+		return store.ErrConflict
+	}
 	if len(b.Inputs) > 0 {
 		ie := st(qInputExists)
 		for _, in := range b.Inputs {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -40,6 +41,7 @@ func Run(t *testing.T, open Opener) {
 		{"EventsIndependentSessions", testEventsIndependent},
 		{"ConcurrentSessions", testConcurrentSessions},
 		{"ConcurrentSameSession", testConcurrentSameSession},
+		{"CreateOnly", testCreateOnly},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -952,5 +954,43 @@ func testConcurrentSameSession(t *testing.T, s store.Store) {
 	checkLogIDs(t, s, sid, total, concSessions)
 	for w := range concSessions {
 		checkGapless(t, s, fmt.Sprintf("ses_noise_%d", w), concCommits/2)
+	}
+}
+
+// testCreateOnly: a CreateOnly session insert conflicts with an existing
+// session and leaves it unchanged; of concurrent creates exactly one wins.
+func testCreateOnly(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	first := NewSession("ses_create")
+	if err := s.Commit(ctx, first.ID, &store.Batch{Session: first, CreateOnly: true}); err != nil {
+		t.Fatalf("first create: %v", err)
+	}
+	second := NewSession("ses_create")
+	second.Title = "second"
+	if err := s.Commit(ctx, second.ID, &store.Batch{Session: second, CreateOnly: true}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second create: %v, want ErrConflict", err)
+	}
+	got, err := s.GetSession(ctx, first.ID)
+	if err != nil || got.Title != first.Title {
+		t.Fatalf("session after conflicting create: %+v, %v", got, err)
+	}
+	var wg sync.WaitGroup
+	var wins atomic.Int32
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := NewSession("ses_race")
+			c.Title = fmt.Sprint("racer ", i)
+			if err := s.Commit(ctx, c.ID, &store.Batch{Session: c, CreateOnly: true}); err == nil {
+				wins.Add(1)
+			} else if !errors.Is(err, store.ErrConflict) {
+				t.Errorf("racing create: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if wins.Load() != 1 {
+		t.Errorf("%d concurrent creates won, want 1", wins.Load())
 	}
 }

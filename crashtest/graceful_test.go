@@ -1,0 +1,307 @@
+package crashtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestGracefulShutdown: SIGTERM during a slow turn with a queued input
+// behind it. The process exits 0 within 15 s, the blocking prompt and the
+// /event stream end properly, and after a restart the cut-off turn is closed
+// as aborted, the queued input is delivered and the session goes idle.
+func TestGracefulShutdown(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	srv := startServer(t, data, filepath.Join(dir, "run1.log"), "--scripted-delay", "200ms", "--scripted-chunks", "20")
+	cl := newClient(srv.url)
+	defer cl.close()
+	logs := func() string {
+		return tail(filepath.Join(dir, "run1.log"), 40) + "\n" + tail(filepath.Join(dir, "run2.log"), 40)
+	}
+
+	sid := newID("ses")
+	if st, b, err := cl.do("POST", "/api/session", mustJSON(map[string]any{"id": sid})); err != nil || st != 200 {
+		t.Fatalf("create session: %d %v %s", st, err, b)
+	}
+
+	// An /event stream, open before the shutdown.
+	sseCtx, sseCancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer sseCancel()
+	sseDone := make(chan error, 1)
+	sseUp := make(chan struct{})
+	go func() {
+		req, _ := http.NewRequestWithContext(sseCtx, "GET", srv.url+"/event", nil)
+		resp, err := cl.hc.Do(req)
+		if err != nil {
+			sseDone <- err
+			return
+		}
+		defer resp.Body.Close()
+		first := true
+		sseDone <- readSSE(resp.Body, func(sseFrame) bool {
+			if first {
+				close(sseUp)
+				first = false
+			}
+			return true
+		})
+	}()
+	select {
+	case <-sseUp:
+	case err := <-sseDone:
+		t.Fatalf("/event: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("/event sent nothing within 10s")
+	}
+
+	// A blocking prompt whose turn is slow (20 chunks of 200 ms).
+	msgA := newID("msg")
+	type answer struct {
+		st  int
+		b   []byte
+		err error
+	}
+	blocked := make(chan answer, 1)
+	go func() {
+		st, b, err := cl.doTimeout("POST", "/session/"+sid+"/message", mustJSON(map[string]any{"messageID": msgA,
+			"parts": []any{map[string]any{"type": "text", "text": "a slow turn"}}}), 40*time.Second)
+		blocked <- answer{st, b, err}
+	}()
+	// Wait until the turn streams text.
+	h := &history{}
+	if !poll(10*time.Second, 20*time.Millisecond, func() bool {
+		if _, err := cl.fetchHistory(sid, h, 100); err != nil {
+			return false
+		}
+		for _, e := range h.evs {
+			if e.Type == "session.next.text.started" {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("the turn of %s did not start streaming within 10s\n%s", msgA, logs())
+	}
+	// A queued input behind it.
+	msgB := newID("msg")
+	if st, b, err := cl.do("POST", "/api/session/"+sid+"/prompt", mustJSON(map[string]any{"id": msgB,
+		"prompt": map[string]any{"text": "queued behind"}, "delivery": "queue"})); err != nil || st != 200 {
+		t.Fatalf("queue %s: %d %v %s", msgB, st, err, b)
+	}
+	var inbox struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := cl.getJSON("/api/session/"+sid+"/inbox", &inbox); err != nil || len(inbox.Data) != 1 || inbox.Data[0].ID != msgB {
+		t.Fatalf("inbox before the shutdown: %+v %v (want just %s)", inbox.Data, err, msgB)
+	}
+
+	// SIGTERM.
+	t0 := time.Now()
+	if err := srv.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, exited := srv.waitExit(15 * time.Second)
+	if !exited {
+		srv.kill()
+		t.Fatalf("SIGTERM: the process did not exit within 15s\n%s", logs())
+	}
+	t.Logf("SIGTERM: exited with %d after %v", code, time.Since(t0).Round(time.Millisecond))
+	if code != 0 {
+		t.Errorf("SIGTERM: exit code %d, want 0\n%s", code, logs())
+	}
+	select {
+	case a := <-blocked:
+		if a.err != nil {
+			t.Errorf("the blocking POST /session/%s/message in flight got no answer: %v", sid, a.err)
+		} else {
+			t.Logf("the blocking POST in flight was answered %d %s", a.st, clip(a.b))
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("the blocking POST /session/%s/message still hangs 5s after the process exited", sid)
+	}
+	select {
+	case err := <-sseDone:
+		if !errors.Is(err, io.EOF) {
+			t.Errorf("/event stream did not end cleanly: %v (want EOF at a chunk boundary)", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("/event stream still open 5s after the process exited")
+	}
+	for _, l := range errorLines(filepath.Join(dir, "run1.log")) {
+		t.Errorf("server log (run 1) has an error line: %s", l)
+	}
+
+	// Restart on the same data directory (fast turns now).
+	srv2 := startServer(t, data, filepath.Join(dir, "run2.log"), "--scripted-delay", "10ms", "--scripted-chunks", "5")
+	cl2 := newClient(srv2.url)
+	defer cl2.close()
+	h2 := &history{}
+	var status map[string]any
+	var pending, open []string
+	if !poll(20*time.Second, 20*time.Millisecond, func() bool {
+		status = map[string]any{}
+		if err := cl2.getJSON("/session/status", &status); err != nil {
+			return false
+		}
+		if probs, err := cl2.fetchHistory(sid, h2, 100); err != nil || len(probs) > 0 {
+			t.Logf("history: %v %v", probs, err)
+			return false
+		}
+		pending, open = pendingOf(h2)
+		return len(status) == 0 && len(pending) == 0 && len(open) == 0
+	}) {
+		t.Errorf("after the restart the session did not settle by itself within 20s: status=%v pending=%v open steps=%v\n%s",
+			status, pending, open, logs())
+	}
+	if st, b, err := cl2.doTimeout("POST", "/api/session/"+sid+"/wait", nil, 30*time.Second); err != nil || st != http.StatusNoContent {
+		t.Errorf("wait after the restart: %d %v %s", st, err, b)
+	}
+	if err := cl2.getJSON("/api/session/"+sid+"/inbox", &inbox); err != nil || len(inbox.Data) != 0 {
+		t.Errorf("inbox after the restart: %+v %v (want empty)", inbox.Data, err)
+	}
+	status = map[string]any{}
+	if err := cl2.getJSON("/session/status", &status); err != nil || len(status) != 0 {
+		t.Errorf("status after the restart: %v %v (want {})", status, err)
+	}
+	if _, err := cl2.fetchHistory(sid, h2, 100); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []v1Message
+	if err := cl2.getJSON("/session/"+sid+"/message", &msgs); err != nil {
+		t.Fatal(err)
+	}
+	stepFailed := map[string]bool{}
+	for _, e := range h2.evs {
+		if e.Type == "session.next.step.failed" {
+			stepFailed[e.Data.AssistantMessageID] = true
+		}
+	}
+	users := map[string]int{}
+	var firstA, firstB *v1Message
+	for i, mp := range msgs {
+		switch mp.Info.Role {
+		case "user":
+			users[mp.Info.ID]++
+		case "assistant":
+			if mp.Info.Time.Completed == nil {
+				t.Errorf("assistant message %s has no time.completed", mp.Info.ID)
+			}
+			if mp.Info.ParentID == msgA && firstA == nil {
+				firstA = &msgs[i]
+			}
+			if mp.Info.ParentID == msgB && firstB == nil {
+				firstB = &msgs[i]
+			}
+		}
+	}
+	if users[msgA] != 1 || users[msgB] != 1 {
+		t.Errorf("user messages: %s x%d, %s x%d (want each once)", msgA, users[msgA], msgB, users[msgB])
+	}
+	switch {
+	case firstA == nil:
+		t.Errorf("no assistant message answers %s", msgA)
+	case firstA.Info.Error == nil || firstA.Info.Error.Name != "MessageAbortedError":
+		t.Errorf("the turn cut off by SIGTERM: assistant message %s error %+v, want MessageAbortedError", firstA.Info.ID, firstA.Info.Error)
+	default:
+		t.Logf("cut-off turn: %s %s %v", firstA.Info.ID, firstA.Info.Error.Name, firstA.Info.Error.Data)
+		if !stepFailed[firstA.Info.ID] {
+			t.Errorf("no durable session.next.step.failed for the cut-off assistant message %s", firstA.Info.ID)
+		}
+	}
+	if firstB == nil {
+		t.Errorf("the queued input %s was not answered after the restart", msgB)
+	} else if firstB.Info.Error != nil {
+		t.Errorf("the queued input's turn ended with %+v", firstB.Info.Error)
+	}
+	if err := srv2.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code, ok := srv2.waitExit(15 * time.Second); !ok || code != 0 {
+		t.Errorf("second run: SIGTERM exit=%v code=%d (want 0 within 15s)", ok, code)
+	}
+	for _, l := range errorLines(filepath.Join(dir, "run2.log")) {
+		t.Errorf("server log (run 2) has an error line: %s", l)
+	}
+}
+
+// TestSecondSignal: a shutdown held up by a request that never finishes
+// sending its body exits at once on a second signal.
+func TestSecondSignal(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	logPath := filepath.Join(dir, "run.log")
+	srv := startServer(t, data, logPath)
+	cl := newClient(srv.url)
+	defer cl.close()
+	sid := newID("ses")
+	if st, b, err := cl.do("POST", "/api/session", mustJSON(map[string]any{"id": sid})); err != nil || st != 200 {
+		t.Fatalf("create session: %d %v %s", st, err, b)
+	}
+	u, _ := url.Parse(srv.url)
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Headers and half of the body: the handler blocks reading the rest,
+	// and http.Server.Shutdown waits for it.
+	msg := newID("msg")
+	body := fmt.Sprintf(`{"messageID":%q,"parts":[{"type":"text","text":"never finished"}]}`, msg)
+	fmt.Fprintf(conn, "POST /session/%s/prompt_async HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		sid, u.Host, len(body), body[:len(body)/2])
+	time.Sleep(200 * time.Millisecond)
+
+	if err := srv.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code, exited := srv.waitExit(time.Second); exited {
+		t.Skipf("the shutdown was not slow (exited %d within 1s); the second signal could not be tested", code)
+	}
+	t0 := time.Now()
+	if err := srv.signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	code, exited := srv.waitExit(3 * time.Second)
+	if !exited {
+		srv.kill()
+		t.Fatalf("a second signal during a slow shutdown did not exit within 3s\n%s", tail(logPath, 30))
+	}
+	t.Logf("second signal: exit code %d after %v", code, time.Since(t0).Round(time.Millisecond))
+	if !strings.Contains(tail(logPath, 20), "second signal") {
+		t.Errorf("the log does not mention the second signal\n%s", tail(logPath, 20))
+	}
+
+	// The store is consistent after the hard exit: the half-sent input does
+	// not exist, the session is there and idle.
+	srv2 := startServer(t, data, filepath.Join(dir, "run2.log"))
+	cl2 := newClient(srv2.url)
+	defer cl2.close()
+	if st, b, err := cl2.doTimeout("POST", "/api/session/"+sid+"/wait", nil, 20*time.Second); err != nil || st != http.StatusNoContent {
+		t.Errorf("wait after the restart: %d %v %s", st, err, b)
+	}
+	var msgs []v1Message
+	if err := cl2.getJSON("/session/"+sid+"/message", &msgs); err != nil {
+		t.Fatal(err)
+	}
+	for _, mp := range msgs {
+		if mp.Info.ID == msg {
+			t.Errorf("the input whose body never arrived exists: %+v", mp.Info)
+		}
+	}
+	status := map[string]any{}
+	if err := cl2.getJSON("/session/status", &status); err != nil || len(status) != 0 {
+		t.Errorf("status after the restart: %v %v (want {})", status, err)
+	}
+}
