@@ -516,7 +516,11 @@ func (r *runner) wait(id string) chan waitResult {
 		ch <- waitResult{err: &opencode.Error{Code: opencode.ERevoked, SessionID: r.id, MessageID: id,
 			Message: "Message " + id + " was revoked before it was delivered"}}
 	default:
-		ch <- r.finishedResult(id)
+		res := r.finishedResult(id)
+		// The turn's events went out earlier; waiting for what is published
+		// now covers them.
+		res.pos = r.m.bus.Position()
+		ch <- res
 	}
 	return ch
 }
