@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -23,7 +25,23 @@ const maxBody = 16 << 20
 // maxDepth bounds JSON nesting so a hostile body cannot make decoding deep.
 const maxDepth = 64
 
-var validate = validator.New(validator.WithRequiredStructEnabled())
+var validate = newValidator()
+
+// newValidator reports fields by their JSON names, as clients know them.
+func newValidator() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			return ""
+		}
+		if name == "" {
+			return f.Name
+		}
+		return name
+	})
+	return v
+}
 
 // decodeBody decodes a JSON body strictly into v: unknown fields rejected
 // (OpenCode's schemas say additionalProperties: false), trailing data
@@ -58,7 +76,7 @@ func decodeJSON(body []byte, v any, emptyOK bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return jsonErrorAt(withUnknownPath(err, body, v), "")
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("Body", "", "unexpected data after the JSON value")
@@ -66,17 +84,30 @@ func decodeJSON(body []byte, v any, emptyOK bool) error {
 	return nil
 }
 
-func jsonError(err error) error {
+func jsonError(err error) error { return jsonErrorAt(err, "") }
+
+// jsonErrorAt maps a decoding error to a 400 naming the JSON path; where
+// prefixes it for values decoded on their own (a part of parts).
+func jsonErrorAt(err error, where string) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
 		return badRequest("Body", "", fmt.Sprintf("malformed JSON at offset %d: %v", se.Offset, se))
 	case errors.As(err, &te):
-		field := te.Field
-		return badRequest("Body", field, fmt.Sprintf("Expected %s at [%q], got %s", te.Type, field, te.Value))
+		field := where + te.Field
+		at := fmt.Sprintf("at [%q]", field)
+		if field == "" {
+			field, at = "", "for the request body"
+		}
+		return badRequest("Body", field, fmt.Sprintf("Expected %s %s, got %s", jsonKind(te.Type), at, te.Value))
+	case errors.As(err, new(*unknownKeyError)):
+		var ue *unknownKeyError
+		errors.As(err, &ue)
+		f := where + ue.path
+		return badRequest("Body", f, fmt.Sprintf("Unexpected key at [%q]", f))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		f := where + strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return badRequest("Body", f, fmt.Sprintf("Unexpected key at [%q]", f))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("Body", "", "malformed JSON: unexpected end of input")
@@ -86,6 +117,29 @@ func jsonError(err error) error {
 		return he
 	}
 	return badRequest("Body", "", "malformed JSON: "+err.Error())
+}
+
+// jsonKind names a Go type the way a JSON client thinks of it.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "an object"
 }
 
 // checkDepth rejects JSON nested deeper than maxDepth without decoding it.
@@ -116,18 +170,22 @@ func checkDepth(b []byte) error {
 	return nil
 }
 
-// validationError turns validator errors into a 400 naming the field.
+// validationError turns validator errors into a 400 naming the field by its
+// JSON path (where prefixes it, e.g. "parts.0.").
 func validationError(err error, where string) error {
 	var ves validator.ValidationErrors
 	if errors.As(err, &ves) && len(ves) > 0 {
 		fe := ves[0]
-		name := fe.Field()
-		path := where + name
+		path := fe.Namespace()
+		if i := strings.IndexByte(path, '.'); i >= 0 {
+			path = path[i+1:] // drop the Go struct name
+		}
+		path = where + path
 		switch fe.Tag() {
 		case "required":
 			return badRequest("Body", path, fmt.Sprintf("Missing key at [%q]", path))
 		case "oneof":
-			return badRequest("Body", path, fmt.Sprintf("Expected one of %s at [%q]", fe.Param(), path))
+			return badRequest("Body", path, fmt.Sprintf("Expected one of %s at [%q]", strings.ReplaceAll(fe.Param(), " ", ", "), path))
 		}
 		return badRequest("Body", path, fmt.Sprintf("Invalid value at [%q] (%s)", path, fe.Tag()))
 	}
@@ -205,7 +263,7 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 		switch head.Type {
 		case opencode.PartText:
 			var v textPartIn
-			if err = decodeStrict(rp, &v); err == nil {
+			if err = decodeStrict(rp, &v, where); err == nil {
 				if err = validate.Struct(v); err == nil {
 					p = opencode.Part{Type: v.Type, Text: *v.Text, Synthetic: v.Synthetic, Ignored: v.Ignored, Metadata: v.Metadata}
 					if v.Time != nil {
@@ -216,7 +274,7 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 			}
 		case opencode.PartFile:
 			var v filePartIn
-			if err = decodeStrict(rp, &v); err == nil {
+			if err = decodeStrict(rp, &v, where); err == nil {
 				if err = validate.Struct(v); err == nil {
 					p = opencode.Part{Type: v.Type, Mime: v.Mime, URL: v.URL, Filename: v.Filename, Source: v.Source}
 					id = v.ID
@@ -224,7 +282,7 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 			}
 		case opencode.PartAgent:
 			var v agentPartIn
-			if err = decodeStrict(rp, &v); err == nil {
+			if err = decodeStrict(rp, &v, where); err == nil {
 				if err = validate.Struct(v); err == nil {
 					p = opencode.Part{Type: v.Type, Name: v.Name, Source: v.Source}
 					id = v.ID
@@ -232,7 +290,7 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 			}
 		case opencode.PartSubtask:
 			var v subtaskPartIn
-			if err = decodeStrict(rp, &v); err == nil {
+			if err = decodeStrict(rp, &v, where); err == nil {
 				if err = validate.Struct(v); err == nil {
 					p = opencode.Part{Type: v.Type, Prompt: v.Prompt, Description: v.Description, Agent: v.Agent, Model: v.Model, Command: v.Command}
 					id = v.ID
@@ -246,8 +304,7 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 		if err != nil {
 			var he *httpError
 			if errors.As(err, &he) {
-				he.Field = where + he.Field
-				return nil, he
+				return nil, he // decodeStrict already named the path
 			}
 			return nil, validationError(err, where)
 		}
@@ -264,13 +321,120 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 	return out, nil
 }
 
-func decodeStrict(b []byte, v any) error {
+func decodeStrict(b []byte, v any, where string) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return jsonErrorAt(withUnknownPath(err, b, v), where)
 	}
 	return nil
+}
+
+// unknownKeyError is an unknown key with its JSON path.
+type unknownKeyError struct{ path string }
+
+func (e *unknownKeyError) Error() string { return `json: unknown field "` + e.path + `"` }
+
+// withUnknownPath gives encoding/json's "unknown field" error (which names
+// only the key) the key's full path, found by walking the body along the
+// target type.
+func withUnknownPath(err error, body []byte, v any) error {
+	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return err
+	}
+	name = strings.Trim(name, `"`)
+	var doc any
+	if json.Unmarshal(body, &doc) != nil {
+		return err
+	}
+	if p, found := unknownPath(doc, reflect.TypeOf(v), "", name); found {
+		return &unknownKeyError{path: p}
+	}
+	return err
+}
+
+var rawMessageType = reflect.TypeOf(json.RawMessage(nil))
+
+func unknownPath(doc any, t reflect.Type, prefix, name string) (string, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == rawMessageType {
+		return "", false
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := doc.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		for key, val := range obj {
+			f, ok := fieldByJSONName(t, key)
+			if !ok {
+				if key == name {
+					return prefix + key, true
+				}
+				continue
+			}
+			if p, found := unknownPath(val, f.Type, prefix+key+".", name); found {
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		arr, ok := doc.([]any)
+		if !ok {
+			return "", false
+		}
+		for i, el := range arr {
+			if p, found := unknownPath(el, t.Elem(), prefix+strconv.Itoa(i)+".", name); found {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		obj, ok := doc.(map[string]any)
+		if !ok {
+			return "", false
+		}
+		for key, val := range obj {
+			if p, found := unknownPath(val, t.Elem(), prefix+key+".", name); found {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// fieldByJSONName finds the struct field encoding/json would decode key
+// into (exact name first, then case-insensitive, as encoding/json does).
+func fieldByJSONName(t reflect.Type, key string) (reflect.StructField, bool) {
+	var fold *reflect.StructField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			if sf, ok := fieldByJSONName(f.Type, key); ok {
+				return sf, true
+			}
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if name == key {
+			return f, true
+		}
+		if fold == nil && strings.EqualFold(name, key) {
+			fold = &f
+		}
+	}
+	if fold != nil {
+		return *fold, true
+	}
+	return reflect.StructField{}, false
 }
 
 func clip(s string) string {

@@ -68,6 +68,8 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 				name = "MethodNotAllowedError"
 			case http.StatusTooManyRequests:
 				name = "TooManyRequestsError"
+			case http.StatusForbidden:
+				name = "ForbiddenError"
 			}
 			writeJSON(w, he.Status, map[string]any{"name": name, "data": data})
 			return
@@ -84,6 +86,8 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 			tag = "MethodNotAllowedError"
 		case http.StatusTooManyRequests:
 			tag = "TooManyRequestsError"
+		case http.StatusForbidden:
+			tag = "ForbiddenError"
 		}
 		body := map[string]any{"_tag": tag, "message": he.Msg}
 		if he.Kind != "" {

@@ -17,7 +17,22 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		w.Header().Add("Vary", "Origin")
-		if origin == "" || !s.allowedOrigin(origin) {
+		if origin != "" && !s.allowedOrigin(origin) {
+			// A page on another site may send "simple" cross-origin requests
+			// (text/plain POSTs) without a preflight; they must never change
+			// anything here, or any web page could drive this machine's tools.
+			if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions {
+				fam := v1
+				if isV2(r) {
+					fam = v2
+				}
+				writeError(w, r, fam, s.log, &httpError{Status: http.StatusForbidden, Msg: "Origin " + clip(origin) + " is not allowed"})
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		if origin == "" {
 			next.ServeHTTP(w, r)
 			return
 		}

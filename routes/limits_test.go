@@ -30,10 +30,35 @@ import (
 // by mod.
 func limServer(t *testing.T, ts *testserver.Server, mod func(*http.Server)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return limServe(t, ts, limListen(t, 0), mod)
+}
+
+// limListen listens on loopback; a non-zero sndbuf fixes the send buffer
+// of accepted connections (no autotuning), so that a client that stops
+// reading blocks the server after little data.
+func limListen(t *testing.T, sndbuf int) net.Listener {
+	t.Helper()
+	lc := net.ListenConfig{}
+	if sndbuf > 0 {
+		lc.Control = func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, sndbuf)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ln
+}
+
+func limServe(t *testing.T, ts *testserver.Server, ln net.Listener, mod func(*http.Server)) string {
+	t.Helper()
 	srv := &http.Server{Handler: apitest.Middleware(t, ts.App.Handler),
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
@@ -197,7 +222,7 @@ func TestLimitsHeaderTimeout(t *testing.T) {
 func TestLimitsSlowBody(t *testing.T) {
 	t.Parallel()
 	ts := testserver.Start(t, testserver.Options{})
-	base := limServer(t, ts, func(s *http.Server) { s.ReadTimeout = 3 * time.Second })
+	base := limServer(t, ts, func(s *http.Server) { s.ReadTimeout = 5 * time.Second })
 	addr := strings.TrimPrefix(base, "http://")
 	c := limClient(t)
 	newSes := func() string {
@@ -362,10 +387,14 @@ func TestLimitsStreamCap(t *testing.T) {
 // off; a reading client still gets every event and blocking prompts answer.
 func TestLimitsStalledSSEClient(t *testing.T) {
 	t.Parallel()
-	const chunks, prompts = 4000, 3
+	// Small socket buffers on both ends of the stalled connection: the
+	// server blocks on it after a few hundred frames, then its 4096-event
+	// queue overflows. The short delay paces the model so that the reading
+	// client keeps up even under -race.
+	const chunks, prompts = 2500, 2
 	reply := strings.Repeat("0123456789", chunks*20) // 200-byte deltas
-	ts := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Reply: reply, Chunks: chunks, Delay: 50 * time.Microsecond}})
-	base := limServer(t, ts, nil)
+	ts := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Reply: reply, Chunks: chunks, Delay: 200 * time.Microsecond}})
+	base := limServe(t, ts, limListen(t, 32<<10), nil)
 	addr := strings.TrimPrefix(base, "http://")
 	c := limClient(t)
 	ses := (&biClient{t: t, ts: &testserver.Server{URL: base}, c: c}).newSession()
@@ -391,10 +420,11 @@ func TestLimitsStalledSSEClient(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The reading client counts the deltas of the session.
+	// The reading client counts the deltas of the session (no client
+	// timeout: the stream is long).
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	resp, err := limStream(ctx, c, base+"/event")
+	resp, err := limStream(ctx, &http.Client{Transport: c.Transport}, base+"/event")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -83,12 +84,30 @@ func New(cfg Config) http.Handler {
 		if isV2(r) {
 			fam = v2
 		}
+		if allow := allowedMethods(r); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
 		writeError(w, r, fam, s.log, &httpError{Status: http.StatusMethodNotAllowed, Msg: "Method " + r.Method + " not allowed on " + r.URL.Path})
 	})
 	s.mountV1(r)
 	s.mountV2(r)
 	s.mountCatalog(r)
 	return r
+}
+
+// allowedMethods lists the methods the request's path has, for 405's Allow.
+func allowedMethods(r *http.Request) string {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil || rctx.Routes == nil {
+		return ""
+	}
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if rctx.Routes.Match(chi.NewRouteContext(), m, r.URL.Path) {
+			out = append(out, m)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func isV2(r *http.Request) bool {

@@ -1,8 +1,10 @@
 package routes
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -146,8 +148,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if b.Model != nil && (b.Model.ID == "" || b.Model.ProviderID == "") {
 		return badRequest("Body", "model", "model needs id and providerID")
 	}
-	if len(b.Permission) > 0 && !isJSONArray(b.Permission) {
-		return badRequest("Body", "permission", "Expected an array at [\"permission\"]")
+	var err error
+	if b.Metadata, b.Permission, err = checkSessionFields(b.Metadata, b.Permission); err != nil {
+		return err
 	}
 	sess, _, err := s.m.CreateSession(detach(r.Context()), lifecycle.SessionOptions{
 		ID: identifier.NewSession(), ParentID: b.ParentID, Title: b.Title, Agent: b.Agent, Model: b.Model,
@@ -159,9 +162,46 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func isJSONArray(b json.RawMessage) bool {
-	var v []json.RawMessage
-	return json.Unmarshal(b, &v) == nil
+// permissionRule is one rule of a session's permission list.
+type permissionRule struct {
+	Permission string `json:"permission" validate:"required"`
+	Pattern    string `json:"pattern" validate:"required"`
+	Action     string `json:"action" validate:"required,oneof=allow ask deny"`
+}
+
+// checkSessionFields validates a session's metadata (an object) and
+// permission (a list of rules); null means absent.
+func checkSessionFields(metadata, permission json.RawMessage) (json.RawMessage, json.RawMessage, error) {
+	if isNull(metadata) {
+		metadata = nil
+	} else {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(metadata, &m); err != nil {
+			return nil, nil, badRequest("Body", "metadata", "Expected an object at [\"metadata\"]")
+		}
+	}
+	if isNull(permission) {
+		return metadata, nil, nil
+	}
+	var rules []json.RawMessage
+	if err := json.Unmarshal(permission, &rules); err != nil {
+		return nil, nil, badRequest("Body", "permission", "Expected an array of rules at [\"permission\"]")
+	}
+	for i, raw := range rules {
+		var rule permissionRule
+		where := fmt.Sprintf("permission.%d.", i)
+		if err := decodeStrict(raw, &rule, where); err != nil {
+			return nil, nil, err
+		}
+		if err := validate.Struct(rule); err != nil {
+			return nil, nil, validationError(err, where)
+		}
+	}
+	return metadata, permission, nil
+}
+
+func isNull(b json.RawMessage) bool {
+	return len(b) == 0 || string(bytes.TrimSpace(b)) == "null"
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
@@ -241,6 +281,9 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	var b patchSessionBody
 	if err := decodeBody(r, &b, true); err != nil {
+		return err
+	}
+	if b.Metadata, b.Permission, err = checkSessionFields(b.Metadata, b.Permission); err != nil {
 		return err
 	}
 	p := lifecycle.SessionPatch{Title: b.Title, Metadata: b.Metadata, Permission: b.Permission}

@@ -3,6 +3,7 @@ package routes
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"mime"
 	"net/http"
 	"path/filepath"
@@ -401,6 +402,10 @@ func cursorParam(v, name string) (int64, error) {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, &httpError{Status: http.StatusBadRequest, Kind: "Query", Field: name,
+			Msg: "Expected an integer within range at [\"" + name + "\"]"}
+	}
 	if err != nil {
 		return 0, &httpError{Status: http.StatusBadRequest, Kind: "Query", Field: name,
 			Msg: "Expected an integer, got NaN at [\"" + name + "\"]"}

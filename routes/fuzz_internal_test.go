@@ -1,0 +1,98 @@
+package routes
+
+// Internal fuzz targets of the body decoders. The test binary's TestMain
+// (goleak) is in main_test.go, package routes_test; one per binary.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"testing"
+)
+
+// trueDepth is the nesting depth of valid JSON, by the decoder's tokens.
+func trueDepth(b []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	depth, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return deepest
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+				deepest = max(deepest, depth)
+			} else {
+				depth--
+			}
+		}
+	}
+}
+
+// FuzzCheckDepth: on valid JSON, checkDepth rejects exactly the bodies
+// nested deeper than maxDepth.
+func FuzzCheckDepth(f *testing.F) {
+	for _, s := range []string{`{}`, `[[[]]]`, `{"a":"[[[["}`, `{"a\"[":[1]}`, `"\\"`, `[` + string(bytes.Repeat([]byte("["), 70)) + string(bytes.Repeat([]byte("]"), 71))} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		err := checkDepth(b)
+		if err != nil {
+			var he *httpError
+			if !errors.As(err, &he) || he.Status != 400 || he.Msg == "" {
+				t.Fatalf("checkDepth error %#v", err)
+			}
+		}
+		if !json.Valid(b) {
+			return
+		}
+		if d := trueDepth(b); (err == nil) != (d <= maxDepth) {
+			t.Fatalf("depth %d: checkDepth = %v", d, err)
+		}
+	})
+}
+
+// FuzzDecodePrompt: decodeJSON plus decodeParts never panic, every error is
+// an httpError with a status and a message, and every accepted part has a
+// prt_ ID and a known type.
+func FuzzDecodePrompt(f *testing.F) {
+	for _, s := range []string{
+		`{"parts":[{"type":"text","text":"x"}]}`,
+		`{"parts":[{"type":"file","mime":"a/b","url":"u"},{"type":"agent","name":"n"},{"type":"subtask","prompt":"p","description":"d","agent":"a"}]}`,
+		`{"parts":[{"type":"text","text":"x","id":"prt_1","time":{"start":1}}]}`,
+		`{"parts":[null,1,"x",[]]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var p promptBody
+		err := decodeJSON(b, &p, false)
+		if err == nil && p.Parts != nil {
+			var parts []any
+			ps, perr := decodeParts(p.Parts)
+			err = perr
+			for _, x := range ps {
+				parts = append(parts, x)
+				if len(x.ID) < 5 || x.ID[:4] != "prt_" {
+					t.Fatalf("part ID %q", x.ID)
+				}
+				switch x.Type {
+				case "text", "file", "agent", "subtask":
+				default:
+					t.Fatalf("part type %q accepted", x.Type)
+				}
+			}
+			if err == nil && len(parts) == 0 {
+				t.Fatalf("no parts and no error for %q", b)
+			}
+		}
+		if err != nil {
+			var he *httpError
+			if !errors.As(err, &he) || he.Status < 400 || he.Status > 499 || he.Msg == "" {
+				t.Fatalf("error %#v for %q", err, b)
+			}
+		}
+	})
+}
