@@ -109,11 +109,9 @@ type step struct {
 	n     int64
 	msg   opencode.Message
 	parts []opencode.Part
-	text  *opencode.Part
-	buf   strings.Builder
-	// reasoning is the open reasoning part, rbuf its text so far.
-	reasoning *opencode.Part
-	rbuf      strings.Builder
+	// text and reasoning are the parts being streamed, nil when none is open.
+	text      *streaming
+	reasoning *streaming
 	finish    *provider.Chunk
 	calls     []*toolRun
 	// streamed is set when the model call returned; err is its error.

@@ -212,24 +212,9 @@ func (r *runner) onStream(msg streamMsg) {
 	c := msg.chunk
 	switch c.Kind {
 	case provider.TextDelta:
-		now := r.m.now()
-		if st.text == nil {
-			p := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartText,
-				Time: &opencode.PartTime{Start: now}}
-			st.text = &p
-			t := r.tx()
-			t.durable(opencode.EvTextStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-				"assistantMessageID": st.msg.ID, "textID": p.ID})
-			t.part(p, now)
-		}
-		st.buf.WriteString(c.Text)
-		// Deltas are live-only, as in OpenCode: published, never committed.
-		r.publishLive(opencode.EvPartDelta, map[string]any{"sessionID": r.id,
-			"messageID": st.msg.ID, "partID": st.text.ID, "field": "text", "delta": c.Text})
-		r.publishLive(opencode.EvTextDelta, map[string]any{"timestamp": now,
-			"sessionID": r.id, "assistantMessageID": st.msg.ID, "textID": st.text.ID, "delta": c.Text})
+		r.delta(st, &st.text, textStream, c.Text)
 	case provider.ReasoningDelta:
-		r.reasoningDelta(st, c.Text)
+		r.delta(st, &st.reasoning, reasoningStream, c.Text)
 	case provider.ToolInputStart:
 		if c.ToolCall != nil {
 			r.toolPending(st, c.ToolCall)
@@ -246,24 +231,45 @@ func (r *runner) onStream(msg streamMsg) {
 	}
 }
 
-// reasoningDelta streams reasoning into the step's reasoning part, opened
-// on the first delta.
-func (r *runner) reasoningDelta(st *step, text string) {
+// streamKind tells text and reasoning parts apart: their part type, their
+// durable and live v2 events, and the name of their ID in those events.
+type streamKind struct {
+	partType, started, delta, ended, idKey string
+}
+
+var (
+	textStream      = streamKind{opencode.PartText, opencode.EvTextStarted, opencode.EvTextDelta, opencode.EvTextEnded, "textID"}
+	reasoningStream = streamKind{opencode.PartReasoning, opencode.EvReasoningStarted, opencode.EvReasoningDelta, opencode.EvReasoningEnded, "reasoningID"}
+)
+
+// streaming is a text or reasoning part being streamed: opened (ID minted,
+// committed with text "") on the first delta, closed with its full text.
+type streaming struct {
+	kind streamKind
+	part opencode.Part
+	buf  strings.Builder
+}
+
+// delta appends streamed text to the step's open part of kind k, opening
+// it on the first delta. Deltas are live-only, as in OpenCode: published,
+// never committed.
+func (r *runner) delta(st *step, slot **streaming, k streamKind, text string) {
 	now := r.m.now()
-	if st.reasoning == nil {
-		p := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartReasoning,
-			Time: &opencode.PartTime{Start: now}}
-		st.reasoning = &p
+	if *slot == nil {
+		s := &streaming{kind: k, part: opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID,
+			Type: k.partType, Time: &opencode.PartTime{Start: now}}}
+		*slot = s
 		t := r.tx()
-		t.durable(opencode.EvReasoningStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, "reasoningID": p.ID})
-		t.part(p, now)
+		t.durable(k.started, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"assistantMessageID": st.msg.ID, k.idKey: s.part.ID})
+		t.part(s.part, now)
 	}
-	st.rbuf.WriteString(text)
+	s := *slot
+	s.buf.WriteString(text)
 	r.publishLive(opencode.EvPartDelta, map[string]any{"sessionID": r.id,
-		"messageID": st.msg.ID, "partID": st.reasoning.ID, "field": "text", "delta": text})
-	r.publishLive(opencode.EvReasoningDelta, map[string]any{"timestamp": now,
-		"sessionID": r.id, "assistantMessageID": st.msg.ID, "reasoningID": st.reasoning.ID, "delta": text})
+		"messageID": st.msg.ID, "partID": s.part.ID, "field": "text", "delta": text})
+	r.publishLive(k.delta, map[string]any{"timestamp": now,
+		"sessionID": r.id, "assistantMessageID": st.msg.ID, k.idKey: s.part.ID, "delta": text})
 }
 
 // maybeEndStep ends the step once the model call returned and every tool
@@ -286,31 +292,23 @@ func (r *runner) maybeEndStep() {
 	r.endStep(st.err)
 }
 
-// closeText ends the open text and reasoning parts, committing their text.
+// closeText ends the open reasoning and text parts, committing their text.
 func (r *runner) closeText(t *tx, st *step, now int64) {
-	if st.reasoning != nil {
-		p := *st.reasoning
-		p.Text = st.rbuf.String()
+	for _, slot := range []**streaming{&st.reasoning, &st.text} {
+		s := *slot
+		if s == nil {
+			continue
+		}
+		p := s.part
+		p.Text = s.buf.String()
 		end := now
-		p.Time = &opencode.PartTime{Start: st.reasoning.Time.Start, End: &end}
+		p.Time = &opencode.PartTime{Start: s.part.Time.Start, End: &end}
 		t.part(p, now)
-		t.durable(opencode.EvReasoningEnded, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, "reasoningID": p.ID, "text": p.Text})
+		t.durable(s.kind.ended, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+			"assistantMessageID": st.msg.ID, s.kind.idKey: p.ID, "text": p.Text})
 		st.parts = append(st.parts, p)
-		st.reasoning = nil
+		*slot = nil
 	}
-	if st.text == nil {
-		return
-	}
-	p := *st.text
-	p.Text = st.buf.String()
-	end := now
-	p.Time = &opencode.PartTime{Start: st.text.Time.Start, End: &end}
-	t.part(p, now)
-	t.durable(opencode.EvTextEnded, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "textID": p.ID, "text": p.Text})
-	st.parts = append(st.parts, p)
-	st.text = nil
 }
 
 // endStep closes the current model call: step-finish, the completed
