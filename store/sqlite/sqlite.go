@@ -97,6 +97,13 @@ type Store struct {
 	ord int64      // last creation position handed out
 	ws  map[string]*sql.Stmt
 
+	jobs          chan *job
+	closing       chan struct{}
+	committerDone chan struct{}
+	started       bool
+	closeMu       sync.RWMutex // Commit's hand-over vs Close
+	isClosed      bool
+
 	events, lastSeq *sql.Stmt
 
 	closeOnce sync.Once
@@ -130,7 +137,8 @@ func Open(ctx context.Context, path string) (_ *Store, err error) {
 			return nil, fmt.Errorf("sqlite: create data dir: %w", err)
 		}
 	}
-	s := &Store{ws: map[string]*sql.Stmt{}}
+	s := &Store{ws: map[string]*sql.Stmt{}, jobs: make(chan *job, maxGroup),
+		closing: make(chan struct{}), committerDone: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -185,6 +193,8 @@ func Open(ctx context.Context, path string) (_ *Store, err error) {
 	if s.lastSeq, err = s.r.PrepareContext(ctx, qLastSeq); err != nil {
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
+	s.started = true
+	go s.committer()
 	return s, nil
 }
 
@@ -218,6 +228,13 @@ func (s *Store) migrate(ctx context.Context) error {
 // Close implements store.Store.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.closeMu.Lock()
+		s.isClosed = true
+		close(s.closing)
+		s.closeMu.Unlock()
+		if s.started {
+			<-s.committerDone
+		}
 		var errs []error
 		for _, st := range []*sql.Stmt{s.events, s.lastSeq} {
 			if st != nil {
@@ -281,7 +298,22 @@ func encode(b *store.Batch) (*encoded, error) {
 	return &e, nil
 }
 
-// Commit implements store.Store.
+// job is one Commit waiting for the group committer.
+type job struct {
+	sessionID string
+	b         *store.Batch
+	enc       *encoded
+	done      chan error
+}
+
+// maxGroup bounds how many waiting commits share one transaction.
+const maxGroup = 256
+
+// Commit implements store.Store. Commits are group-committed: the committer
+// goroutine takes every commit waiting at that moment into one transaction
+// (each under its own savepoint, so each applies all or nothing) and one
+// fsync, so many sessions committing at once do not queue fsync behind
+// fsync.
 func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -290,16 +322,119 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	if err != nil {
 		return fmt.Errorf("sqlite: encode batch: %w", err)
 	}
+	j := &job{sessionID: sessionID, b: b, enc: enc, done: make(chan error, 1)}
+	// Once handed over, a commit runs to completion or fails as a whole;
+	// the caller's cancellation is only honoured before that point.
+	s.closeMu.RLock()
+	if s.isClosed {
+		s.closeMu.RUnlock()
+		return errors.New("sqlite: store closed")
+	}
+	s.jobs <- j // the committer drains the queue before it exits
+	s.closeMu.RUnlock()
+	return <-j.done
+}
+
+// committer runs the group commits until the store closes.
+func (s *Store) committer() {
+	defer close(s.committerDone)
+	for {
+		var first *job
+		select {
+		case first = <-s.jobs:
+		case <-s.closing:
+			// Commits handed over just before Close still complete.
+			for {
+				select {
+				case j := <-s.jobs:
+					s.commitGroup([]*job{j})
+				default:
+					return
+				}
+			}
+		}
+		group := []*job{first}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case j := <-s.jobs:
+				group = append(group, j)
+			default:
+				break more
+			}
+		}
+		s.commitGroup(group)
+	}
+}
+
+// commitGroup applies the jobs in one transaction, each under a savepoint.
+func (s *Store) commitGroup(group []*job) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Once started, a commit runs to completion or fails as a whole; the
-	// caller's cancellation is only honoured before that point.
-	ctx = context.WithoutCancel(ctx)
+	ctx := context.Background()
+	fail := func(err error) {
+		for _, j := range group {
+			j.done <- err
+		}
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
+		fail(fmt.Errorf("sqlite: begin: %w", err))
+		return
 	}
 	defer tx.Rollback()
+	type result struct {
+		lastSeq  int64
+		admitOrd []int64
+		err      error
+	}
+	results := make([]result, len(group))
+	ord := s.ord
+	for i, j := range group {
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT batch"); err != nil {
+			fail(fmt.Errorf("sqlite: savepoint: %w", err))
+			return
+		}
+		before := ord
+		lastSeq, admitOrd, err := s.apply(ctx, tx, j.sessionID, j.b, j.enc, &ord)
+		if err != nil {
+			ord = before
+			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO batch"); rerr != nil {
+				fail(fmt.Errorf("sqlite: rollback to savepoint: %w", rerr))
+				return
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE batch"); err != nil {
+			fail(fmt.Errorf("sqlite: release savepoint: %w", err))
+			return
+		}
+		results[i] = result{lastSeq, admitOrd, err}
+	}
+	if err := tx.Commit(); err != nil {
+		fail(fmt.Errorf("sqlite: commit: %w", err))
+		return
+	}
+	s.ord = ord
+	// Only a committed batch reports its positions back to the caller.
+	for i, j := range group {
+		res := results[i]
+		if res.err == nil {
+			for k, in := range j.b.Admit {
+				in.Order = res.admitOrd[k]
+			}
+			for k, e := range j.b.Events {
+				e.Seq = res.lastSeq + int64(k) + 1
+				e.Durable = true
+			}
+		}
+		j.done <- res.err
+	}
+}
+
+// apply validates and writes one batch inside tx, advancing *ordp. It
+// returns the session's last seq before the batch and the admitted inputs'
+// positions.
+func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *store.Batch, enc *encoded, ordp *int64) (int64, []int64, error) {
 	st := func(q string) *sql.Stmt { return tx.StmtContext(ctx, s.ws[q]) }
 
 	// Validate everything first so the batch applies all or nothing.
@@ -308,15 +443,15 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		seen := make(map[string]bool, len(b.Admit))
 		for _, in := range b.Admit {
 			if seen[in.ID] {
-				return store.ErrConflict
+				return 0, nil, store.ErrConflict
 			}
 			seen[in.ID] = true
 			var used bool
 			if err := taken.QueryRowContext(ctx, in.ID).Scan(&used); err != nil {
-				return fmt.Errorf("sqlite: commit: %w", err)
+				return 0, nil, fmt.Errorf("sqlite: commit: %w", err)
 			}
 			if used {
-				return store.ErrConflict
+				return 0, nil, store.ErrConflict
 			}
 		}
 	}
@@ -325,34 +460,34 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	if err := st(qSessionSeq).QueryRowContext(ctx, sessionID).Scan(&lastSeq); errors.Is(err, sql.ErrNoRows) {
 		exists = false
 	} else if err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
+		return 0, nil, fmt.Errorf("sqlite: commit: %w", err)
 	}
 	if !exists && b.Session == nil {
-		return store.ErrNotFound
+		return 0, nil, store.ErrNotFound
 	}
 	if exists && b.CreateOnly {
-		return store.ErrConflict
+		return 0, nil, store.ErrConflict
 	}
 	if len(b.Inputs) > 0 {
 		ie := st(qInputExists)
 		for _, in := range b.Inputs {
 			var ok bool
 			if err := ie.QueryRowContext(ctx, in.ID).Scan(&ok); err != nil {
-				return fmt.Errorf("sqlite: commit: %w", err)
+				return 0, nil, fmt.Errorf("sqlite: commit: %w", err)
 			}
 			if !ok {
-				return store.ErrNotFound
+				return 0, nil, store.ErrNotFound
 			}
 		}
 	}
 
 	// Apply. ord only moves forward; a position handed to a row that turned
 	// out to exist already is simply skipped.
-	ord := s.ord
+	ord := *ordp
 	if b.Session != nil {
 		ord++
 		if _, err := st(qUpsertSess).ExecContext(ctx, sessionID, ord, enc.session); err != nil {
-			return fmt.Errorf("sqlite: commit session: %w", err)
+			return 0, nil, fmt.Errorf("sqlite: commit session: %w", err)
 		}
 	}
 	if len(b.Messages) > 0 {
@@ -360,7 +495,7 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		for i, m := range b.Messages {
 			ord++
 			if _, err := um.ExecContext(ctx, m.ID, sessionID, ord, enc.messages[i]); err != nil {
-				return fmt.Errorf("sqlite: commit message: %w", err)
+				return 0, nil, fmt.Errorf("sqlite: commit message: %w", err)
 			}
 		}
 	}
@@ -369,14 +504,14 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		for i, p := range b.Parts {
 			var ok bool
 			if err := mis.QueryRowContext(ctx, p.MessageID, sessionID).Scan(&ok); err != nil {
-				return fmt.Errorf("sqlite: commit part: %w", err)
+				return 0, nil, fmt.Errorf("sqlite: commit part: %w", err)
 			}
 			if !ok {
 				continue // a part of an unknown message is dropped
 			}
 			ord++
 			if _, err := up.ExecContext(ctx, p.ID, p.MessageID, sessionID, ord, enc.parts[i]); err != nil {
-				return fmt.Errorf("sqlite: commit part: %w", err)
+				return 0, nil, fmt.Errorf("sqlite: commit part: %w", err)
 			}
 		}
 	}
@@ -388,7 +523,7 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 			ord++
 			admitOrd[i] = ord
 			if _, err := ad.ExecContext(ctx, in.ID, sessionID, ord, string(in.State), enc.admit[i]); err != nil {
-				return fmt.Errorf("sqlite: commit admit: %w", err)
+				return 0, nil, fmt.Errorf("sqlite: commit admit: %w", err)
 			}
 		}
 	}
@@ -396,7 +531,7 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		ui := st(qUpdateInput)
 		for i, in := range b.Inputs {
 			if _, err := ui.ExecContext(ctx, string(in.State), enc.inputs[i], in.ID); err != nil {
-				return fmt.Errorf("sqlite: commit input: %w", err)
+				return 0, nil, fmt.Errorf("sqlite: commit input: %w", err)
 			}
 		}
 	}
@@ -404,27 +539,15 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		ae := st(qAppendEvent)
 		for i, e := range b.Events {
 			if _, err := ae.ExecContext(ctx, sessionID, lastSeq+int64(i)+1, e.ID, e.Type, e.Version, e.Directory, []byte(e.Data)); err != nil {
-				return fmt.Errorf("sqlite: commit event: %w", err)
+				return 0, nil, fmt.Errorf("sqlite: commit event: %w", err)
 			}
 		}
 		if _, err := st(qSetLastSeq).ExecContext(ctx, lastSeq+int64(len(b.Events)), sessionID); err != nil {
-			return fmt.Errorf("sqlite: commit: %w", err)
+			return 0, nil, fmt.Errorf("sqlite: commit: %w", err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", err)
-	}
-	s.ord = ord
-
-	// Only a committed batch reports its positions back to the caller.
-	for i, in := range b.Admit {
-		in.Order = admitOrd[i]
-	}
-	for i, e := range b.Events {
-		e.Seq = lastSeq + int64(i) + 1
-		e.Durable = true
-	}
-	return nil
+	*ordp = ord
+	return lastSeq, admitOrd, nil
 }
 
 // GetSession implements store.Store.

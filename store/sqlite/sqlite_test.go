@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -90,3 +92,35 @@ func BenchmarkCommitEvent(b *testing.B) { benchCommit(b, 1) }
 
 // BenchmarkCommitBatch10 commits ten events per transaction.
 func BenchmarkCommitBatch10(b *testing.B) { benchCommit(b, 10) }
+
+// BenchmarkCommitConcurrentSessions commits one event per call from 32
+// sessions at once: the group committer shares transactions and fsyncs
+// between them.
+func BenchmarkCommitConcurrentSessions(b *testing.B) {
+	s := open(b, filepath.Join(b.TempDir(), "bench.db"))
+	defer s.Close()
+	ctx := context.Background()
+	const sessions = 32
+	for i := range sessions {
+		sid := fmt.Sprintf("ses_bench%d", i)
+		if err := s.Commit(ctx, sid, &store.Batch{Session: storetest.NewSession(sid)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	data := json.RawMessage(`{"delta":"hello, world"}`)
+	var next atomic.Int64
+	b.SetParallelism(sessions / runtime.GOMAXPROCS(0))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		sid := fmt.Sprintf("ses_bench%d", next.Add(1)%sessions)
+		for i := 0; pb.Next(); i++ {
+			ev := &opencode.Event{ID: fmt.Sprintf("evt_%s_%d", sid, i), Type: opencode.EvTextEnded,
+				SessionID: sid, Directory: "/work", Version: 1, Data: data}
+			if err := s.Commit(ctx, sid, &store.Batch{Events: []*opencode.Event{ev}}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
