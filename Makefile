@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: run build test test-short fuzz vet lint bench bench-compare
+.PHONY: run build test test-short fuzz vet lint bench bench-compare bench-profile
 
 run:
 	$(GO) run ./cmd/opencode-server
@@ -34,3 +34,11 @@ lint: vet
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# Side by side with the real opencode serve 1.18.33 on the same stub model
+# (see BENCHMARKS.md).
+bench-compare:
+	bash bench/compare.sh
+
+bench-profile:
+	bash bench/profile.sh

@@ -36,8 +36,10 @@ type Subscription struct {
 	enq   atomic.Int64
 	ack   atomic.Int64
 	ackMu sync.Mutex
-	acked chan struct{} // closed and replaced at every Ack
-	track atomic.Bool
+	acked chan struct{} // closed and replaced at an Ack that has waiters
+	// waiting counts WaitDelivered calls waiting on this subscriber.
+	waiting atomic.Int32
+	track   atomic.Bool
 }
 
 // Track makes WaitDelivered wait for this subscriber's acknowledgements. SSE
@@ -93,6 +95,12 @@ func (b *Bus) Position() int64 { return b.pos.Load() }
 // position pos, and wakes every WaitDelivered waiting on this subscriber.
 func (s *Subscription) Ack(pos int64) {
 	s.ack.Store(pos)
+	// Wake waiters only if there are any: most acks have none, and this is
+	// on every SSE flush. (ack is stored before waiting is read, and a
+	// waiter counts itself before it reads ack, so none is missed.)
+	if s.waiting.Load() == 0 {
+		return
+	}
 	s.ackMu.Lock()
 	close(s.acked)
 	s.acked = make(chan struct{})
@@ -120,6 +128,7 @@ func (b *Bus) WaitDelivered(ctx context.Context, pos int64) {
 	}
 	b.mu.Unlock()
 	for _, s := range subs {
+		s.waiting.Add(1)
 		for {
 			next := s.ackWait()
 			target := min(pos, s.enq.Load())
@@ -130,12 +139,14 @@ func (b *Bus) WaitDelivered(ctx context.Context, pos int64) {
 			case <-next:
 			case <-s.closed:
 			case <-ctx.Done():
+				s.waiting.Add(-1)
 				return
 			}
 			if isClosed(s.closed) {
 				break
 			}
 		}
+		s.waiting.Add(-1)
 	}
 }
 

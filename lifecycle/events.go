@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -83,6 +84,20 @@ func (t *tx) session(s opencode.Session) {
 func (t *tx) flush() (int64, error) {
 	r := t.r
 	r.pend = nil
+	// v1 events are live-only (OpenCode keeps no log of them), so they go
+	// out before the commit: a v1 client sees the first text without
+	// waiting for an fsync. Each stream keeps its own order: v1 events here
+	// follow every v1 event of earlier flushes, and v2 events (durable ones
+	// first committed) follow in their order after the commit.
+	pos := r.m.bus.Position()
+	late := t.events[:0:0]
+	for _, e := range t.events {
+		if e.Durable || isV2Event(e.Type) {
+			late = append(late, e)
+			continue
+		}
+		pos = r.m.publish(e)
+	}
 	if !t.batch.Empty() {
 		if err := r.m.store.Commit(context.Background(), r.id, &t.batch); err != nil {
 			return 0, err
@@ -93,14 +108,19 @@ func (t *tx) flush() (int64, error) {
 			r.lastSeq = t.batch.Events[n-1].Seq
 		}
 	}
-	pos := r.m.bus.Position()
-	for _, e := range t.events {
+	for _, e := range late {
 		pos = r.m.publish(e)
 	}
 	for _, f := range t.after {
 		f(pos)
 	}
 	return pos, nil
+}
+
+// isV2Event reports whether an event type belongs to the v2 (session.next)
+// stream or our inbox extension, whose order is tied to the durable log.
+func isV2Event(typ string) bool {
+	return strings.HasPrefix(typ, "session.next.") || strings.HasPrefix(typ, "session.inbox.")
 }
 
 // flushPending commits whatever the runner has pending. A failed commit of

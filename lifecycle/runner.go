@@ -212,8 +212,11 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 	if b.Len() == 0 && len(calls) == 0 && mp.Info.Role == opencode.Assistant {
 		return
 	}
-	r.history = append(r.history, provider.Message{Role: string(mp.Info.Role), Content: b.String(), ToolCalls: calls})
-	r.history = append(r.history, results...)
+	r.history = append(r.history, provider.Message{Role: string(mp.Info.Role), Content: b.String(), ToolCalls: calls, Memo: &provider.Memo{}})
+	for _, res := range results {
+		res.Memo = &provider.Memo{}
+		r.history = append(r.history, res)
+	}
 }
 
 // recover closes assistant messages a crash left open: the turn is over, and

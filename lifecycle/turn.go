@@ -172,7 +172,9 @@ func (r *runner) startStep() {
 
 	tu.steps++
 	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, System: systemPrompt,
-		Messages: append([]provider.Message(nil), r.history...), Tools: r.m.specs}
+		// A full slice expression: the call sees the history as it is now,
+		// while the runner keeps appending to its own (no copy per step).
+		Messages: r.history[:len(r.history):len(r.history)], Tools: r.m.specs}
 	n := st.n
 	ctx := tu.ctx
 	prov := r.m.providerFor(tu.model)

@@ -6,6 +6,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"sync"
 )
 
 // Message is one entry of the conversation sent to the model.
@@ -14,6 +15,22 @@ type Message struct {
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"toolCalls,omitempty"`
 	ToolCallID string     `json:"toolCallID,omitempty"`
+	// Memo, when set, caches the message's wire encoding across model
+	// calls: a conversation is sent again on every call, and re-encoding a
+	// long history each time would make per-call cost grow with it.
+	Memo *Memo `json:"-"`
+}
+
+// Memo holds one message's encoding, computed once.
+type Memo struct {
+	once sync.Once
+	b    []byte
+}
+
+// Bytes returns the cached encoding, computing it with enc the first time.
+func (m *Memo) Bytes(enc func() []byte) []byte {
+	m.once.Do(func() { m.b = enc() })
+	return m.b
 }
 
 // ToolCall is a model's request to run a tool.

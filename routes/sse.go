@@ -22,7 +22,7 @@ import (
 
 // subscriberQueue is each SSE client's buffer; a client that falls this far
 // behind is cut off (v1 clients reconnect, v2 clients resume from a cursor).
-const subscriberQueue = 4096
+const subscriberQueue = 2048
 
 // writeTimeout bounds one frame write so a client that stops reading cannot
 // hold its goroutine forever.
@@ -239,17 +239,26 @@ func (s *Server) pump(r *http.Request, sw *streamWriter, sub *eventbus.Subscript
 }
 
 type streamWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	armed bool // a write deadline is set for the current batch
 }
 
+// write buffers one frame; the first write after a flush sets the write
+// deadline for the whole batch (one deadline per flush, not per frame).
 func (sw *streamWriter) write(b []byte) bool {
-	_ = sw.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if !sw.armed {
+		_ = sw.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		sw.armed = true
+	}
 	_, err := sw.w.Write(b)
 	return err == nil
 }
 
 func (sw *streamWriter) flush() bool {
-	_ = sw.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if !sw.armed {
+		_ = sw.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	}
+	sw.armed = false
 	return sw.rc.Flush() == nil
 }

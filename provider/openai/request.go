@@ -8,11 +8,11 @@ import (
 
 // chatRequest is the body of POST /chat/completions.
 type chatRequest struct {
-	Model         string        `json:"model"`
-	Messages      []chatMessage `json:"messages"`
-	Tools         []chatTool    `json:"tools,omitempty"`
-	Stream        bool          `json:"stream"`
-	StreamOptions streamOptions `json:"stream_options"`
+	Model         string            `json:"model"`
+	Messages      []json.RawMessage `json:"messages"`
+	Tools         []chatTool        `json:"tools,omitempty"`
+	Stream        bool              `json:"stream"`
+	StreamOptions streamOptions     `json:"stream_options"`
 }
 
 type streamOptions struct {
@@ -56,30 +56,19 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 func buildRequest(req provider.Request) chatRequest {
 	out := chatRequest{
 		Model:         req.ModelID,
-		Messages:      make([]chatMessage, 0, len(req.Messages)+1),
+		Messages:      make([]json.RawMessage, 0, len(req.Messages)+1),
 		Stream:        true,
 		StreamOptions: streamOptions{IncludeUsage: true},
 	}
 	if req.System != "" {
-		out.Messages = append(out.Messages, chatMessage{Role: "system", Content: req.System})
+		out.Messages = append(out.Messages, encodeMessage(provider.Message{Role: "system", Content: req.System}))
 	}
 	for _, m := range req.Messages {
-		cm := chatMessage{Role: m.Role, Content: m.Content}
-		switch m.Role {
-		case "assistant":
-			for _, tc := range m.ToolCalls {
-				args := string(tc.Arguments)
-				if args == "" {
-					args = "{}"
-				}
-				cm.ToolCalls = append(cm.ToolCalls, chatToolCall{
-					ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args},
-				})
-			}
-		case "tool":
-			cm.ToolCallID = m.ToolCallID
+		if m.Memo != nil {
+			out.Messages = append(out.Messages, m.Memo.Bytes(func() []byte { return encodeMessage(m) }))
+		} else {
+			out.Messages = append(out.Messages, encodeMessage(m))
 		}
-		out.Messages = append(out.Messages, cm)
 	}
 	for _, t := range req.Tools {
 		params := t.Parameters
@@ -92,4 +81,29 @@ func buildRequest(req provider.Request) chatRequest {
 		})
 	}
 	return out
+}
+
+// encodeMessage is one message in the OpenAI wire form.
+func encodeMessage(m provider.Message) json.RawMessage {
+	cm := chatMessage{Role: m.Role, Content: m.Content}
+	switch m.Role {
+	case "assistant":
+		for _, tc := range m.ToolCalls {
+			args := string(tc.Arguments)
+			if args == "" {
+				args = "{}"
+			}
+			cm.ToolCalls = append(cm.ToolCalls, chatToolCall{
+				ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args},
+			})
+		}
+	case "tool":
+		cm.ToolCallID = m.ToolCallID
+	}
+	b, err := json.Marshal(cm)
+	if err != nil {
+		// Strings, bools and a RawMessage-free struct cannot fail to encode.
+		panic("openai: encode message: " + err.Error())
+	}
+	return b
 }
