@@ -43,6 +43,10 @@ type Config struct {
 	Price func(providerID, modelID string) (input, output float64, ok bool)
 	// Directory is the default working directory of new sessions.
 	Directory string
+	// IdleTimeout is how long a runner with nothing to do stays in memory
+	// (5 minutes when zero); the next command for its session starts a new
+	// one from the store.
+	IdleTimeout time.Duration
 	// Clock is the time source (time.Now when nil).
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -67,6 +71,9 @@ type Manager struct {
 	closed  bool
 }
 
+// errEvicted is why a runner that went idle stopped; callers retry.
+var errEvicted = errors.New("runner evicted")
+
 // ErrClosed is returned once the manager is shutting down.
 var ErrClosed = &opencode.Error{Code: opencode.EUnavailable, Message: "server is shutting down"}
 
@@ -77,6 +84,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 5 * time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
@@ -219,34 +229,42 @@ func (m *Manager) setBusy(id string, busy bool) {
 // command is handed over it runs to completion even if ctx ends, so an
 // admission a client stopped waiting for is never half done.
 func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) error {
-	r, err := m.runner(ctx, sessionID)
-	if err != nil {
-		return err
-	}
-	c := command{done: make(chan struct{})}
-	ran := false
-	c.f = func() { ran = true; f(r) }
-	select {
-	case r.cmds <- c:
-	case <-r.done:
-		return r.exitErr()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-c.done:
-		return nil
-	case <-r.done:
-		// The runner may have run f just before exiting (delete does).
+	for {
+		r, err := m.runner(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		c := command{done: make(chan struct{})}
+		ran := false
+		c.f = func() { ran = true; f(r) }
+		select {
+		case r.cmds <- c:
+		case <-r.done:
+			if r.exit == errEvicted {
+				continue // it went idle and let go; a fresh runner takes over
+			}
+			return r.exitErr()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		select {
 		case <-c.done:
 			return nil
-		default:
+		case <-r.done:
+			// The runner may have run f just before exiting (delete does).
+			select {
+			case <-c.done:
+				return nil
+			default:
+			}
+			if ran {
+				return nil
+			}
+			if r.exit == errEvicted {
+				continue
+			}
+			return r.exitErr()
 		}
-		if ran {
-			return nil
-		}
-		return r.exitErr()
 	}
 }
 

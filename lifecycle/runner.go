@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
@@ -260,9 +261,21 @@ const streamBurst = 64
 func (r *runner) loop() {
 	defer r.m.wg.Done()
 	r.start()
+	idle := time.NewTimer(r.m.cfg.IdleTimeout)
+	defer idle.Stop()
 	for {
 		var done chan struct{}
+		var idleC <-chan time.Time
+		if r.evictable() {
+			idle.Reset(r.m.cfg.IdleTimeout)
+			idleC = idle.C
+		}
 		select {
+		case <-idleC:
+			if r.evict() {
+				return
+			}
+			continue
 		case c := <-r.cmds:
 			c.f()
 			done = c.done
@@ -292,6 +305,29 @@ func (r *runner) loop() {
 			return
 		}
 	}
+}
+
+// evictable reports whether the runner holds nothing that lives only in
+// memory, so it may stop and be rebuilt from the store later.
+func (r *runner) evictable() bool {
+	return r.turn == nil && len(r.pending) == 0 && len(r.waiters) == 0 && len(r.idle) == 0 &&
+		r.pend == nil && r.resume == nil && len(r.approved) == 0
+}
+
+// evict stops an idle runner: it leaves the registry first, so no new
+// command reaches it; a command sent just before is retried by its sender
+// on a new runner (see Manager.do).
+func (r *runner) evict() bool {
+	r.m.mu.Lock()
+	if len(r.cmds) > 0 || len(r.stream) > 0 || r.m.runners[r.id] != r {
+		r.m.mu.Unlock()
+		return false
+	}
+	delete(r.m.runners, r.id)
+	r.m.mu.Unlock()
+	r.exit = errEvicted
+	close(r.done)
+	return true
 }
 
 // shutdown closes a running turn as interrupted, fails every waiter and

@@ -37,9 +37,11 @@ type Options struct {
 	Username  string
 	Password  string
 	Heartbeat time.Duration
-	CORS      []string
-	Clock     func() time.Time
-	Logger    *slog.Logger
+	// IdleTimeout is how long an idle session's runner stays in memory.
+	IdleTimeout time.Duration
+	CORS        []string
+	Clock       func() time.Time
+	Logger      *slog.Logger
 }
 
 // App is a wired server.
@@ -126,7 +128,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: models[modelKey{defProvider, defModel}],
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
-		Tools: o.Tools, Rules: rules,
+		IdleTimeout: o.IdleTimeout,
+		Tools:       o.Tools, Rules: rules,
 		Resolve: func(pid, mid string) (provider.Provider, bool) {
 			p, ok := models[modelKey{pid, mid}]
 			return p, ok

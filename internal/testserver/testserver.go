@@ -32,12 +32,13 @@ type Options struct {
 	// Provider overrides the scripted model.
 	Provider provider.Provider
 	// Config is an opencode.json (providers, model, permission).
-	Config    *config.File
-	Tools     []tool.Tool
-	Password  string
-	Heartbeat time.Duration
-	Clock     func() time.Time
-	Directory string
+	Config      *config.File
+	Tools       []tool.Tool
+	Password    string
+	Heartbeat   time.Duration
+	IdleTimeout time.Duration
+	Clock       func() time.Time
+	Directory   string
 }
 
 // Server is a running test server.
@@ -79,7 +80,7 @@ func Start(t testing.TB, o Options) *Server {
 		s.Directory = t.TempDir()
 	}
 	s.App, err = app.New(context.Background(), app.Options{Store: s.Store, Directory: s.Directory, Config: o.Config,
-		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, Clock: o.Clock})
+		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, IdleTimeout: o.IdleTimeout, Clock: o.Clock})
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}
