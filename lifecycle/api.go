@@ -17,9 +17,21 @@ func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.
 	}
 	in.Fingerprint = fingerprint(in)
 	derr := m.do(ctx, in.SessionID, func(r *runner) {
+		snap := r.snapshot()
 		out, existed, err = r.admit(in)
-		if err == nil && !existed {
-			r.maybeStart()
+		if err != nil || existed {
+			return
+		}
+		// On an idle session the turn starts in the same commit as the
+		// admission: one fsync before the 2xx, and the model call is
+		// already under way while it runs. Nothing of it is published
+		// until the commit succeeded; if it fails, it is undone.
+		r.maybeStart()
+		t := r.tx()
+		t.hold = true
+		if _, ferr := t.flush(); ferr != nil {
+			r.restore(snap)
+			out, err = nil, admitError(ferr, in.ID)
 		}
 	})
 	if derr != nil {

@@ -34,6 +34,9 @@ type tx struct {
 	batch  store.Batch
 	events []*opencode.Event
 	after  []func(pos int64)
+	// hold keeps every event, v1 ones too, until the commit succeeded (an
+	// admission that may still fail must show nothing).
+	hold bool
 }
 
 // tx returns the runner's pending tx.
@@ -92,7 +95,7 @@ func (t *tx) flush() (int64, error) {
 	pos := r.m.bus.Position()
 	late := t.events[:0:0]
 	for _, e := range t.events {
-		if e.Durable || isV2Event(e.Type) {
+		if t.hold || e.Durable || isV2Event(e.Type) {
 			late = append(late, e)
 			continue
 		}

@@ -400,15 +400,48 @@ func (r *runner) admit(in *opencode.Input) (*opencode.Input, bool, error) {
 	t.durable(opencode.EvInboxEnqueued, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 		"messageID": in.ID, "delivery": in.Delivery, "prompt": prompt})
 	t.batch.Admit = []*opencode.Input{in}
-	if _, err := t.flush(); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return nil, false, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: in.ID,
-				Message: "Message ID " + in.ID + " is already in use"}
-		}
-		return nil, false, err
-	}
 	r.pending = append(r.pending, in)
 	return in, false, nil
+}
+
+// snapshot is the runner state an admission may change before its commit,
+// so a failed commit can undo it (see Manager.Admit).
+type snapshot struct {
+	pending []*opencode.Input
+	history int
+	sess    opencode.Session
+	resume  *opencode.Message
+	turn    *turn
+}
+
+func (r *runner) snapshot() snapshot {
+	return snapshot{pending: append([]*opencode.Input(nil), r.pending...), history: len(r.history),
+		sess: r.sess, resume: r.resume, turn: r.turn}
+}
+
+// restore undoes what an admission started after its commit failed: the
+// turn it started (and its model call) is cancelled, inbox and
+// conversation go back to what they were.
+func (r *runner) restore(s snapshot) {
+	if r.turn != nil && r.turn != s.turn {
+		r.turn.cancel()
+		r.turn = nil
+		r.m.setBusy(r.id, false)
+	}
+	r.pending = s.pending
+	// A fresh array: the cancelled model call may still read the old one.
+	r.history = append([]provider.Message(nil), r.history[:s.history]...)
+	r.sess = s.sess
+	r.resume = s.resume
+}
+
+// admitError maps a failed admission commit.
+func admitError(err error, id string) error {
+	if errors.Is(err, store.ErrConflict) {
+		return &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: id,
+			Message: "Message ID " + id + " is already in use"}
+	}
+	return err
 }
 
 func (r *runner) pendingIndex(id string) int {

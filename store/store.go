@@ -34,7 +34,8 @@ type Batch struct {
 	// Admit inserts new inputs; an ID already used by any input or message
 	// fails the whole batch with ErrConflict.
 	Admit []*opencode.Input
-	// Inputs replaces existing inputs (state, delivery, parts, seqs).
+	// Inputs replaces existing inputs (state, delivery, parts, seqs),
+	// including ones Admit inserts in the same batch (applied after it).
 	Inputs []*opencode.Input
 	// Events are appended to the session's log in order; Commit sets each
 	// one's Seq (last seq + 1, + 2, ...).

@@ -79,7 +79,7 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		return store.ErrConflict
 	}
 	for _, in := range b.Inputs {
-		if _, ok := m.inputs[in.ID]; !ok {
+		if _, ok := m.inputs[in.ID]; !ok && !seen[in.ID] {
 			return store.ErrNotFound
 		}
 	}

@@ -470,7 +470,14 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 	}
 	if len(b.Inputs) > 0 {
 		ie := st(qInputExists)
+		admitted := make(map[string]bool, len(b.Admit))
+		for _, in := range b.Admit {
+			admitted[in.ID] = true
+		}
 		for _, in := range b.Inputs {
+			if admitted[in.ID] {
+				continue // admitted by this same batch (a turn started with its admission)
+			}
 			var ok bool
 			if err := ie.QueryRowContext(ctx, in.ID).Scan(&ok); err != nil {
 				return 0, nil, fmt.Errorf("sqlite: commit: %w", err)

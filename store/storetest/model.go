@@ -78,7 +78,8 @@ func (m *model) predict(sid string, b *store.Batch) error {
 		return store.ErrNotFound
 	}
 	for _, in := range b.Inputs {
-		if s, _ := m.input(in.ID); s == nil {
+		admitted := slices.ContainsFunc(b.Admit, func(a *opencode.Input) bool { return a.ID == in.ID })
+		if s, _ := m.input(in.ID); s == nil && !admitted {
 			return store.ErrNotFound
 		}
 	}

@@ -42,6 +42,7 @@ func Run(t *testing.T, open Opener) {
 		{"ConcurrentSessions", testConcurrentSessions},
 		{"ConcurrentSameSession", testConcurrentSameSession},
 		{"CreateOnly", testCreateOnly},
+		{"AdmitAndUpdateInOneBatch", testAdmitAndUpdate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -992,5 +993,29 @@ func testCreateOnly(t *testing.T, s store.Store) {
 	wg.Wait()
 	if wins.Load() != 1 {
 		t.Errorf("%d concurrent creates won, want 1", wins.Load())
+	}
+}
+
+// testAdmitAndUpdate: a batch may admit an input and update it (a turn that
+// starts with its admission delivers it at once); the update wins.
+func testAdmitAndUpdate(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	sess := NewSession("ses_au")
+	if err := s.Commit(ctx, sess.ID, &store.Batch{Session: sess}); err != nil {
+		t.Fatal(err)
+	}
+	in := NewInput(sess.ID, "msg_au")
+	delivered := *in
+	delivered.State = opencode.InputDelivered
+	delivered.PromotedSeq = 2
+	if err := s.Commit(ctx, sess.ID, &store.Batch{Admit: []*opencode.Input{in}, Inputs: []*opencode.Input{&delivered}}); err != nil {
+		t.Fatalf("admit+update: %v", err)
+	}
+	got, err := s.GetInput(ctx, in.ID)
+	if err != nil || got.State != opencode.InputDelivered || got.PromotedSeq != 2 {
+		t.Fatalf("input after admit+update = %+v, %v", got, err)
+	}
+	if p, _ := s.PendingInputs(ctx, sess.ID); len(p) != 0 {
+		t.Errorf("pending after admit+update: %d", len(p))
 	}
 }
