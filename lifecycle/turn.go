@@ -37,6 +37,14 @@ func (r *runner) maybeStart() {
 	ctx, cancel := context.WithCancel(r.m.ctx)
 	r.turn = &turn{ctx: ctx, cancel: cancel, agent: defaultAgent,
 		model: opencode.MessageModel{ProviderID: r.m.cfg.ProviderID, ModelID: r.m.cfg.ModelID}}
+	// The session's own agent and model (set at creation or by its last
+	// prompt) are the defaults a prompt may override.
+	if r.sess.Agent != "" {
+		r.turn.agent = r.sess.Agent
+	}
+	if m := r.sess.Model; m != nil && r.m.HasModel(m.ProviderID, m.ID) {
+		r.turn.model = opencode.MessageModel{ProviderID: m.ProviderID, ModelID: m.ID}
+	}
 	r.m.setBusy(r.id, true)
 	if len(batch) == 0 {
 		// Continue a turn the server cut off: same user message, a new step.
