@@ -43,14 +43,21 @@ func (Glob) Parameters() json.RawMessage {
 
 func (t Glob) input(c Call) (globInput, string, string, error) {
 	var in globInput
-	if err := decode(t.Name(), c.Input, &in); err != nil {
-		return in, "", "", err
-	}
-	if in.Pattern == "" {
-		return in, "", "", errors.New("pattern is required")
-	}
-	abs, rel, err := resolve(c.Dir, in.Path)
+	abs, rel, err := searchInput(t.Name(), c, &in, &in.Pattern, &in.Path)
 	return in, abs, rel, err
+}
+
+// searchInput decodes the input of a search tool (glob, grep) into in,
+// requires its pattern, and resolves its optional path inside the session
+// directory.
+func searchInput(tool string, c Call, in any, pattern, path *string) (abs, rel string, err error) {
+	if err := decode(tool, c.Input, in); err != nil {
+		return "", "", err
+	}
+	if *pattern == "" {
+		return "", "", errors.New("pattern is required")
+	}
+	return resolve(c.Dir, *path)
 }
 
 func (t Glob) Permission(c Call) (string, []string, error) {

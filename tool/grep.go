@@ -50,13 +50,7 @@ func (Grep) Parameters() json.RawMessage {
 
 func (t Grep) input(c Call) (grepInput, string, string, error) {
 	var in grepInput
-	if err := decode(t.Name(), c.Input, &in); err != nil {
-		return in, "", "", err
-	}
-	if in.Pattern == "" {
-		return in, "", "", errors.New("pattern is required")
-	}
-	abs, rel, err := resolve(c.Dir, in.Path)
+	abs, rel, err := searchInput(t.Name(), c, &in, &in.Pattern, &in.Path)
 	return in, abs, rel, err
 }
 
