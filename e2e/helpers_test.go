@@ -256,9 +256,15 @@ func startServer(t *testing.T, o serverOptions) *server {
 	if o.chunks > 0 {
 		args = append(args, "--scripted-chunks", strconv.Itoa(o.chunks))
 	}
-	if o.delay > 0 {
-		args = append(args, "--scripted-delay", o.delay.String())
+	if o.delay == 0 {
+		// opencode run --attach opens GET /event and sends its blocking POST
+		// at the same moment; a reply faster than the client's subscription
+		// (an instant model on a loaded CI machine) would stream before the
+		// client listens. A real model never answers that fast; give the
+		// scripted one a human-scale pace.
+		o.delay = 40 * time.Millisecond
 	}
+	args = append(args, "--scripted-delay", o.delay.String())
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
