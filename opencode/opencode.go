@@ -5,7 +5,6 @@ package opencode
 
 import (
 	"encoding/json"
-	"time"
 )
 
 // Version is the OpenCode version whose protocol this server speaks.
@@ -222,6 +221,3 @@ type MessageWithParts struct {
 	Info  Message `json:"info"`
 	Parts []Part  `json:"parts"`
 }
-
-// NowMS is epoch milliseconds of t.
-func NowMS(t time.Time) int64 { return t.UnixMilli() }
