@@ -76,25 +76,11 @@ func TestRunAttachPrintsReply(t *testing.T) {
 
 	// Plain output.
 	const prompt = "hello e2e"
-	stdout, stderr, err := oc.run(t, 60*time.Second, "run", "--attach", srv.URL, prompt)
-	if err != nil {
-		t.Fatalf("opencode run --attach: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
-	}
-	if !strings.Contains(stdout, reply) {
-		t.Fatalf("opencode run --attach stdout lacks the reply %q\nstdout:\n%s\nstderr:\n%s", reply, stdout, stderr)
-	}
-	ss, err := srv.sessions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ss) != 1 {
-		t.Fatalf("GET /session: %d sessions after one run, want 1: %+v", len(ss), ss)
-	}
-	checkTurn(t, srv, ss[0].ID, prompt, reply)
+	ss := runPrintsReply(t, oc, srv, prompt, reply)
 
 	// JSON lines.
 	const jsonPrompt = "hello json e2e"
-	stdout, stderr, err = oc.run(t, 60*time.Second, "run", "--format", "json", "--attach", srv.URL, jsonPrompt)
+	stdout, stderr, err := oc.run(t, 60*time.Second, "run", "--format", "json", "--attach", srv.URL, jsonPrompt)
 	if err != nil {
 		t.Fatalf("opencode run --format json --attach: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
@@ -171,9 +157,17 @@ func TestRunAttachBasicAuth(t *testing.T) {
 
 	oc := newClient(t, srv.Dir, "OPENCODE_SERVER_PASSWORD="+password)
 	const prompt = "hello auth e2e"
+	runPrintsReply(t, oc, srv, prompt, reply)
+}
+
+// runPrintsReply runs `opencode run --attach` once on a server with no
+// sessions yet, checks it exits 0 and prints the reply, and checks the one
+// session's stored turn; it returns the sessions.
+func runPrintsReply(t *testing.T, oc *client, srv *server, prompt, reply string) []sessionInfo {
+	t.Helper()
 	stdout, stderr, err := oc.run(t, 60*time.Second, "run", "--attach", srv.URL, prompt)
 	if err != nil {
-		t.Fatalf("opencode run --attach with OPENCODE_SERVER_PASSWORD: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+		t.Fatalf("opencode run --attach: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
 	if !strings.Contains(stdout, reply) {
 		t.Fatalf("opencode run --attach stdout lacks the reply %q\nstdout:\n%s\nstderr:\n%s", reply, stdout, stderr)
@@ -183,7 +177,8 @@ func TestRunAttachBasicAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(ss) != 1 {
-		t.Fatalf("GET /session (authenticated): %d sessions, want 1: %+v", len(ss), ss)
+		t.Fatalf("GET /session: %d sessions after one run, want 1: %+v", len(ss), ss)
 	}
 	checkTurn(t, srv, ss[0].ID, prompt, reply)
+	return ss
 }

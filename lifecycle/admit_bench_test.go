@@ -27,12 +27,8 @@ func BenchmarkAdmit(b *testing.B) {
 			storeName = "sqlite"
 		}
 		b.Run(fmt.Sprintf("store=%s/noReply", storeName), func(b *testing.B) {
-			srv := testserver.Start(b, testserver.Options{SQLite: sqlite})
+			srv, s := benchSession(b, sqlite)
 			ctx := context.Background()
-			s, _, err := srv.Manager.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
-			if err != nil {
-				b.Fatal(err)
-			}
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, _, err := srv.Manager.Admit(ctx, benchInput(s.ID, true, opencode.Steer)); err != nil {
@@ -41,12 +37,8 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("store=%s/turn", storeName), func(b *testing.B) {
-			srv := testserver.Start(b, testserver.Options{SQLite: sqlite})
+			srv, s := benchSession(b, sqlite)
 			ctx := context.Background()
-			s, _, err := srv.Manager.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
-			if err != nil {
-				b.Fatal(err)
-			}
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, _, err := srv.Manager.Admit(ctx, benchInput(s.ID, false, opencode.Steer)); err != nil {
@@ -94,4 +86,15 @@ func BenchmarkAdmitParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchSession starts a server and creates one session on it.
+func benchSession(b *testing.B, sqlite bool) (*testserver.Server, opencode.Session) {
+	b.Helper()
+	srv := testserver.Start(b, testserver.Options{SQLite: sqlite})
+	s, _, err := srv.Manager.CreateSession(context.Background(), lifecycle.SessionOptions{ID: identifier.NewSession()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv, s
 }
