@@ -20,17 +20,19 @@ type Rule struct {
 	Action     string `json:"action"` // allow, ask, deny
 }
 
-// DefaultRules let read-only tools run and ask before anything that changes
-// the project: `opencode run --attach` rejects every ask, so a plain run can
-// still read, list and search.
+// DefaultRules are OpenCode 1.18.33's defaults for the build agent: every
+// tool runs without asking; only secrets (.env files) and paths outside the
+// project ask. Our tools refuse paths outside the session directory
+// outright, so external_directory never comes up; config and session rules
+// (evaluated after these, last match wins) turn on "ask" where a user wants it.
 var DefaultRules = []Rule{
-	{Permission: "*", Pattern: "*", Action: "ask"},
-	{Permission: "read", Pattern: "*", Action: "allow"},
-	{Permission: "list", Pattern: "*", Action: "allow"},
-	{Permission: "glob", Pattern: "*", Action: "allow"},
-	{Permission: "grep", Pattern: "*", Action: "allow"},
+	{Permission: "*", Pattern: "*", Action: "allow"},
+	{Permission: "doom_loop", Pattern: "*", Action: "ask"},
+	{Permission: "external_directory", Pattern: "*", Action: "ask"},
+	{Permission: "question", Pattern: "*", Action: "deny"},
 	{Permission: "read", Pattern: "*.env", Action: "ask"},
 	{Permission: "read", Pattern: "*.env.*", Action: "ask"},
+	{Permission: "read", Pattern: "*.env.example", Action: "allow"},
 }
 
 var wildcardCache sync.Map // pattern -> *regexp.Regexp

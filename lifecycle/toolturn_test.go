@@ -260,7 +260,8 @@ func TestToolTurnMatchesTrace(t *testing.T) {
 	}
 }
 
-// TestToolPermissionAsk: with the default rules bash asks; the ask is
+// TestToolPermissionAsk: with config saying bash asks (OpenCode's defaults
+// ask for nothing a project-confined tool does), the ask is
 // listed, answered over HTTP, and the tool then runs. A rejection turns into
 // a tool error the model sees.
 func TestToolPermissionAsk(t *testing.T) {
@@ -270,7 +271,7 @@ func TestToolPermissionAsk(t *testing.T) {
 	}{{"once", "completed"}, {"reject", "error"}} {
 		t.Run(tc.reply, func(t *testing.T) {
 			stub := stubmodel.NewServer(t, stubmodel.ToolThenAnswer("bash", `{"command":"echo asked"}`, "ok"))
-			srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), "")})
+			srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), `{"bash":"ask"}`)})
 			events := eventLog(t, srv.URL)
 			sid := newSession(t, srv.URL)
 			if code, b := post(t, srv.URL+"/session/"+sid+"/prompt_async", `{"parts":[{"type":"text","text":"go"}]}`); code != 204 {

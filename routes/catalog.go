@@ -88,6 +88,16 @@ var agents = []map[string]any{
 		"permission": []map[string]any{{"permission": "*", "pattern": "*", "action": "allow"}}, "options": map[string]any{}},
 }
 
+// knownAgent reports whether name is an agent /agent lists.
+func knownAgent(name string) bool {
+	for _, a := range agents {
+		if a["name"] == name {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) mountCatalog(r chi.Router) {
 	c := s.cfg.Catalog
 	ok := func(v any) http.HandlerFunc {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -43,9 +42,10 @@ func newValidator() *validator.Validate {
 	return v
 }
 
-// decodeBody decodes a JSON body strictly into v: unknown fields rejected
-// (OpenCode's schemas say additionalProperties: false), trailing data
-// rejected, size and depth capped. An empty body decodes as {} when
+// decodeBody decodes a JSON body into v: every known field strictly typed
+// and validated, unknown fields ignored as OpenCode's schemas ignore excess
+// keys (a newer client must not be refused), trailing data rejected, size
+// and depth capped. An empty body decodes as {} when
 // emptyOK.
 func decodeBody(r *http.Request, v any, emptyOK bool) error {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
@@ -74,9 +74,8 @@ func decodeJSON(body []byte, v any, emptyOK bool) error {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonErrorAt(withUnknownPath(err, body, v), "")
+		return jsonErrorAt(err, "")
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("Body", "", "unexpected data after the JSON value")
@@ -101,14 +100,6 @@ func jsonErrorAt(err error, where string) error {
 			field, at = "", "for the request body"
 		}
 		return badRequest("Body", field, fmt.Sprintf("Expected %s %s, got %s", jsonKind(te.Type), at, te.Value))
-	case errors.As(err, new(*unknownKeyError)):
-		var ue *unknownKeyError
-		errors.As(err, &ue)
-		f := where + ue.path
-		return badRequest("Body", f, fmt.Sprintf("Unexpected key at [%q]", f))
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f := where + strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest("Body", f, fmt.Sprintf("Unexpected key at [%q]", f))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("Body", "", "malformed JSON: unexpected end of input")
 	}
@@ -323,118 +314,10 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 
 func decodeStrict(b []byte, v any, where string) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonErrorAt(withUnknownPath(err, b, v), where)
+		return jsonErrorAt(err, where)
 	}
 	return nil
-}
-
-// unknownKeyError is an unknown key with its JSON path.
-type unknownKeyError struct{ path string }
-
-func (e *unknownKeyError) Error() string { return `json: unknown field "` + e.path + `"` }
-
-// withUnknownPath gives encoding/json's "unknown field" error (which names
-// only the key) the key's full path, found by walking the body along the
-// target type.
-func withUnknownPath(err error, body []byte, v any) error {
-	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
-	if !ok {
-		return err
-	}
-	name = strings.Trim(name, `"`)
-	var doc any
-	if json.Unmarshal(body, &doc) != nil {
-		return err
-	}
-	if p, found := unknownPath(doc, reflect.TypeOf(v), "", name); found {
-		return &unknownKeyError{path: p}
-	}
-	return err
-}
-
-var rawMessageType = reflect.TypeOf(json.RawMessage(nil))
-
-func unknownPath(doc any, t reflect.Type, prefix, name string) (string, bool) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == rawMessageType {
-		return "", false
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := doc.(map[string]any)
-		if !ok {
-			return "", false
-		}
-		for key, val := range obj {
-			f, ok := fieldByJSONName(t, key)
-			if !ok {
-				if key == name {
-					return prefix + key, true
-				}
-				continue
-			}
-			if p, found := unknownPath(val, f.Type, prefix+key+".", name); found {
-				return p, true
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		arr, ok := doc.([]any)
-		if !ok {
-			return "", false
-		}
-		for i, el := range arr {
-			if p, found := unknownPath(el, t.Elem(), prefix+strconv.Itoa(i)+".", name); found {
-				return p, true
-			}
-		}
-	case reflect.Map:
-		obj, ok := doc.(map[string]any)
-		if !ok {
-			return "", false
-		}
-		for key, val := range obj {
-			if p, found := unknownPath(val, t.Elem(), prefix+key+".", name); found {
-				return p, true
-			}
-		}
-	}
-	return "", false
-}
-
-// fieldByJSONName finds the struct field encoding/json would decode key
-// into (exact name first, then case-insensitive, as encoding/json does).
-func fieldByJSONName(t reflect.Type, key string) (reflect.StructField, bool) {
-	var fold *reflect.StructField
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			if sf, ok := fieldByJSONName(f.Type, key); ok {
-				return sf, true
-			}
-			continue
-		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		if name == key {
-			return f, true
-		}
-		if fold == nil && strings.EqualFold(name, key) {
-			fold = &f
-		}
-	}
-	if fold != nil {
-		return *fold, true
-	}
-	return reflect.StructField{}, false
 }
 
 func clip(s string) string {

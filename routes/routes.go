@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,13 +188,23 @@ func (s *Server) auth(next http.Handler) http.Handler {
 
 // directory is the project directory a request addresses: the `directory`
 // query parameter or the x-opencode-directory header, else the server's.
+// The SDK URL-encodes the header (non-ASCII paths cannot go in a header
+// as they are), and OpenCode decodes either source once more, so do we; a
+// relative path is taken from the server's directory, as OpenCode resolves
+// it against its working directory.
 func (s *Server) directory(r *http.Request) string {
 	d := r.URL.Query().Get("directory")
 	if d == "" {
 		d = r.Header.Get("x-opencode-directory")
 	}
-	if d == "" || !filepath.IsAbs(d) {
+	if d == "" {
 		return s.cfg.Directory
+	}
+	if u, err := url.PathUnescape(d); err == nil {
+		d = u
+	}
+	if !filepath.IsAbs(d) {
+		d = filepath.Join(s.cfg.Directory, d)
 	}
 	return filepath.Clean(d)
 }

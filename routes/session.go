@@ -417,6 +417,9 @@ func (s *Server) decodePrompt(r *http.Request, sessionID string) (*opencode.Inpu
 	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {
 		return nil, badRequest("Body", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
 	}
+	if b.Agent != "" && !knownAgent(b.Agent) {
+		return nil, badRequest("Body", "agent", "Agent not found: \""+b.Agent+"\"")
+	}
 	if b.Delivery != "" && !b.Delivery.Valid() {
 		return nil, badRequest("Body", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
 	}

@@ -178,7 +178,15 @@ func (s *Server) eventStream(kind opencode.FrameKind) http.HandlerFunc {
 		if !sw.write(connectionFrame(kind, opencode.EvServerConnected)) || !sw.flush() {
 			return
 		}
-		s.pump(r, sw, sub, kind, encode, nil)
+		// /event is one project's stream, as OpenCode serves it per
+		// instance: events of sessions in other directories are left out.
+		// /global/event carries every directory and says which.
+		var skip func(*opencode.Event) bool
+		if kind == opencode.FrameV1 {
+			dir := s.directory(r)
+			skip = func(e *opencode.Event) bool { return e.Directory != "" && e.Directory != dir }
+		}
+		s.pump(r, sw, sub, kind, encode, skip)
 	}
 }
 

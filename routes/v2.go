@@ -469,9 +469,11 @@ func (s *Server) v2SessionEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cur := r.URL.Query().Get("after")
+	// Last-Event-ID wins: the SDK reconnects with its original URL (and its
+	// original ?after=) plus the header naming the last event it got.
+	cur := r.Header.Get("Last-Event-ID")
 	if cur == "" {
-		cur = r.Header.Get("Last-Event-ID")
+		cur = r.URL.Query().Get("after")
 	}
 	after, err := cursorParam(cur, "after")
 	if err != nil {

@@ -66,7 +66,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.url, "url", "", "base URL of the server under test, e.g. http://127.0.0.1:4096")
-	flag.StringVar(&o.stubAddr, "stub-addr", "", "start a stub model (OpenAI-compatible, echoes the prompt) on this address, e.g. 127.0.0.1:8799")
+	flag.StringVar(&o.stubAddr, "stub-addr", "", "start a stub model (OpenAI-compatible; echoes the prompt, calls tools on call:NAME lines, see stubmodel.Directives) on this address, e.g. 127.0.0.1:8799")
 	flag.BoolVar(&o.stubOnly, "stub-only", false, "only serve the stub model (needs -stub-addr) until SIGINT/SIGTERM")
 	flag.StringVar(&o.printConfig, "print-config", "", "write an opencode.json using the stub model to this file ('-' = stdout)")
 	flag.IntVar(&o.chunks, "chunks", 5, "stub model: streamed chunks per reply")
@@ -116,7 +116,7 @@ func main() {
 
 	var stubURL string
 	if o.stubAddr != "" {
-		stub := stubmodel.New(stubmodel.Echo, stubmodel.WithChunks(o.chunks), stubmodel.WithDelay(o.delay), stubmodel.WithoutRecording())
+		stub := stubmodel.New(stubmodel.Directives, stubmodel.WithChunks(o.chunks), stubmodel.WithDelay(o.delay), stubmodel.WithoutRecording())
 		u, err := stub.Start(o.stubAddr)
 		if err != nil {
 			fatal("stub: %v", err)
