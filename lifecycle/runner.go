@@ -58,6 +58,8 @@ type streamMsg struct {
 	err   error
 	tool  *toolResult
 	ask   *askReq
+	// progress is a running tool's latest metadata.
+	progress *toolProgress
 }
 
 // runner is one session's owner. Every field below is touched only by the

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -17,10 +18,17 @@ type toolRun struct {
 	messageID string
 	part      int // index of the tool part in step.parts
 	input     json.RawMessage
+	raw       strings.Builder // the arguments as streamed so far
 	started   bool
 	done      bool
 	output    string
 	failed    bool
+}
+
+// toolProgress is a running tool's metadata reported from its goroutine.
+type toolProgress struct {
+	callID   string
+	metadata map[string]any
 }
 
 // askReq is a tool goroutine asking the runner for a permission decision.
@@ -97,16 +105,25 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	st.parts[c.part] = p
 	t := r.tx()
 	t.part(p, now)
+	// The arguments as the model sent them, then the call itself, as
+	// OpenCode logs them (input.ended carries the raw text).
+	t.durable(opencode.EvToolInputEnded, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+		"assistantMessageID": st.msg.ID, "callID": c.callID, "text": string(tc.Arguments)})
 	t.durable(opencode.EvToolCalled, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "callID": c.callID, "tool": c.name, "input": input})
+		"assistantMessageID": st.msg.ID, "callID": c.callID, "tool": c.name, "input": input,
+		"provider": opencode.ToolProvider})
 
 	impl := lookupTool(r.m.cfg.Tools, c.name)
 	n, ctx, dir := st.n, r.turn.ctx, r.sess.Directory
 	args := tc.Arguments
 	r.m.wg.Add(1)
+	callID := c.callID
+	progress := func(md map[string]any) {
+		r.post(streamMsg{step: n, progress: &toolProgress{callID: callID, metadata: md}})
+	}
 	go func() {
 		defer r.m.wg.Done()
-		res, err := r.execTool(ctx, n, c.callID, impl, tool.Call{Dir: dir, Input: args})
+		res, err := r.execTool(ctx, n, c.callID, impl, tool.Call{Dir: dir, Input: args, Progress: progress})
 		r.post(streamMsg{step: n, tool: &toolResult{callID: c.callID, res: res, err: err}})
 	}()
 }
@@ -188,8 +205,7 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 		c.failed = true
 		c.output = tr.err.Error()
 		p.State = &opencode.ToolState{Status: "error", Input: c.input, Error: c.output, Time: &opencode.ToolTime{Start: start, End: &end}}
-		t.durable(opencode.EvToolFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, "callID": c.callID, "error": map[string]any{"type": "unknown", "message": c.output}})
+		r.toolFailed(t, st, c, now)
 	} else {
 		c.output = tr.res.Output
 		md := tr.res.Metadata
@@ -199,8 +215,10 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 		out := tr.res.Output
 		p.State = &opencode.ToolState{Status: "completed", Input: c.input, Output: &out, Title: tr.res.Title,
 			Metadata: mustJSON(md), Time: &opencode.ToolTime{Start: start, End: &end}}
+		structured, content := opencode.ToolOutcome(p)
 		t.durable(opencode.EvToolSuccess, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, "callID": c.callID, "title": tr.res.Title, "output": out})
+			"assistantMessageID": st.msg.ID, "callID": c.callID, "structured": structured, "content": content,
+			"outputPaths": []string{}, "provider": opencode.ToolProvider})
 	}
 	st.parts[c.part] = p
 	t.part(p, now)
@@ -227,5 +245,48 @@ func (r *runner) abortTools(t *tx, st *step, now int64) {
 		p.State = &opencode.ToolState{Status: "error", Input: input, Error: c.output, Time: &opencode.ToolTime{Start: start, End: &end}}
 		st.parts[c.part] = p
 		t.part(p, now)
+		r.toolFailed(t, st, c, now)
 	}
+}
+
+// toolFailed logs a call's failure (c.output is the message) as OpenCode's
+// session.next.tool.failed.
+func (r *runner) toolFailed(t *tx, st *step, c *toolRun, now int64) {
+	t.durable(opencode.EvToolFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+		"assistantMessageID": st.msg.ID, "callID": c.callID,
+		"error":    map[string]any{"type": "unknown", "message": c.output},
+		"result":   map[string]any{"type": "error", "value": c.output},
+		"provider": opencode.ToolProvider})
+}
+
+// toolInputDelta streams a pending call's arguments to v2 clients. Like
+// text deltas it is live only; tool.input.ended logs the whole text.
+func (r *runner) toolInputDelta(st *step, tc *provider.ToolCall, delta string) {
+	c := st.call(tc.ID)
+	if c == nil || c.started || delta == "" {
+		return
+	}
+	c.raw.WriteString(delta)
+	r.publishLive(opencode.EvToolInputDelta, map[string]any{"timestamp": r.m.now(), "sessionID": r.id,
+		"assistantMessageID": st.msg.ID, "callID": c.callID, "delta": delta})
+}
+
+// toolProgress shows a running call's metadata (bash: its output so far)
+// in its v1 part, as OpenCode updates the running state. Progress is live
+// only, like deltas: the stored part changes when the call ends.
+func (r *runner) toolProgress(st *step, pr *toolProgress) {
+	c := st.call(pr.callID)
+	if c == nil || c.done {
+		return
+	}
+	p := st.parts[c.part]
+	if p.State == nil || p.State.Status != "running" {
+		return
+	}
+	ps := *p.State
+	ps.Metadata = mustJSON(pr.metadata)
+	p.State = &ps
+	st.parts[c.part] = p
+	now := r.m.now()
+	r.publishLive(opencode.EvPartUpdated, map[string]any{"sessionID": r.id, "part": p, "time": now})
 }

@@ -203,7 +203,9 @@ func TestToolTurnMatchesTrace(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"start", "tool:pending", "tool:running", "tool:completed", "finish:tool-calls", "start", "finish:stop"}
+	// running three times: started, then bash's output so far ("" and
+	// "tool-done\n"), as the trace streams it.
+	want := []string{"start", "tool:pending", "tool:running", "tool:running", "tool:running", "tool:completed", "finish:tool-calls", "start", "finish:stop"}
 	if strings.Join(seq, " ") != strings.Join(want, " ") {
 		t.Errorf("part sequence\n got %v\nwant %v", seq, want)
 	}

@@ -218,6 +218,9 @@ func (r *runner) onStream(msg streamMsg) {
 	case msg.ask != nil:
 		r.onAsk(st, msg.ask)
 		return
+	case msg.progress != nil:
+		r.toolProgress(st, msg.progress)
+		return
 	}
 	c := msg.chunk
 	switch c.Kind {
@@ -228,6 +231,10 @@ func (r *runner) onStream(msg streamMsg) {
 	case provider.ToolInputStart:
 		if c.ToolCall != nil {
 			r.toolPending(st, c.ToolCall)
+		}
+	case provider.ToolInputDelta:
+		if c.ToolCall != nil {
+			r.toolInputDelta(st, c.ToolCall, c.Text)
 		}
 	case provider.ToolCallChunk:
 		if c.ToolCall != nil {

@@ -64,6 +64,8 @@ const (
 	EvReasoningDelta   = "session.next.reasoning.delta"
 	EvReasoningEnded   = "session.next.reasoning.ended"
 	EvToolInputStarted = "session.next.tool.input.started"
+	EvToolInputDelta   = "session.next.tool.input.delta"
+	EvToolInputEnded   = "session.next.tool.input.ended"
 	EvToolCalled       = "session.next.tool.called"
 	EvToolSuccess      = "session.next.tool.success"
 	EvToolFailed       = "session.next.tool.failed"

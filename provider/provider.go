@@ -74,6 +74,9 @@ const (
 	// ToolInputStart: the model began a tool call (ToolCall has ID and Name;
 	// its arguments are still streaming).
 	ToolInputStart
+	// ToolInputDelta: more of a started call's arguments (ToolCall has ID
+	// and Name; Text is the new piece of the raw JSON).
+	ToolInputDelta
 	// ToolCallChunk: a tool call is complete (ToolCall has ID, Name, Arguments).
 	ToolCallChunk
 	// Retry: the call failed in a retryable way and is tried again at Next.

@@ -318,6 +318,8 @@ func messageV2(mp opencode.MessageWithParts) map[string]any {
 			content = append(content, map[string]any{"type": "text", "id": p.ID, "text": p.Text})
 		case opencode.PartReasoning:
 			content = append(content, map[string]any{"type": "reasoning", "id": p.ID, "text": p.Text})
+		case opencode.PartTool:
+			content = append(content, toolV2(p))
 		}
 	}
 	t := map[string]any{"created": info.Time.Created}
@@ -337,6 +339,39 @@ func messageV2(mp opencode.MessageWithParts) map[string]any {
 		out["finish"] = "error"
 	}
 	return out
+}
+
+// toolV2 is a tool part as v2 assistant content: OpenCode names it by its
+// call ID and keeps created/ran/completed times.
+func toolV2(p opencode.Part) map[string]any {
+	st := p.State
+	if st == nil {
+		st = &opencode.ToolState{Status: "pending"}
+	}
+	input := st.Input
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	state := map[string]any{"status": st.Status, "input": input}
+	times := map[string]any{}
+	if st.Time != nil {
+		times["created"] = st.Time.Start
+		times["ran"] = st.Time.Start
+		if st.Time.End != nil {
+			times["completed"] = *st.Time.End
+		}
+	}
+	switch st.Status {
+	case "completed":
+		structured, content := opencode.ToolOutcome(p)
+		state["structured"], state["content"], state["outputPaths"] = structured, content, []string{}
+	case "error":
+		state["structured"], state["content"] = map[string]any{}, []any{}
+		state["error"] = map[string]any{"type": "unknown", "message": st.Error}
+		state["result"] = map[string]any{"type": "error", "value": st.Error}
+	}
+	return map[string]any{"type": "tool", "id": p.CallID, "name": p.Tool, "provider": opencode.ToolProvider,
+		"state": state, "time": times}
 }
 
 func (s *Server) v2Messages(w http.ResponseWriter, r *http.Request) error {

@@ -122,9 +122,14 @@ func (t Bash) Run(ctx context.Context, c Call) (Result, error) {
 	pgid := cmd.Process.Pid
 
 	out := &capBuffer{head: bashHeadBytes, tail: bashTailBytes}
+	var sink io.Writer = out
+	if c.Progress != nil {
+		c.Progress(map[string]any{"output": ""})
+		sink = &progressWriter{w: out, out: out, report: c.Progress}
+	}
 	copied := make(chan struct{})
 	go func() {
-		io.Copy(out, pr)
+		io.Copy(sink, pr)
 		pr.Close()
 		close(copied)
 	}()
@@ -166,16 +171,12 @@ func (t Bash) Run(ctx context.Context, c Call) (Result, error) {
 		exit = cmd.ProcessState.ExitCode()
 	}
 	meta := map[string]any{
-		"output":      truncateRunes(output, bashMetaPreview, "\n\n..."),
-		"exit":        exit,
-		"description": in.Description,
-		"truncated":   out.truncated(),
+		"output":    truncateRunes(output, bashMetaPreview, "\n\n..."),
+		"exit":      exit,
+		"truncated": out.truncated(),
 	}
-	title := in.Description
-	if title == "" {
-		title = in.Command
-	}
-	res := Result{Title: title, Output: output, Metadata: meta}
+	// OpenCode titles a bash call with its command line.
+	res := Result{Title: in.Command, Output: output, Metadata: meta}
 	switch {
 	case aborted:
 		meta["aborted"] = true
@@ -196,6 +197,28 @@ func (t Bash) Run(ctx context.Context, c Call) (Result, error) {
 		res.Output += fmt.Sprintf("\n\n(exit code %d)", exit)
 	}
 	return res, nil
+}
+
+// progressInterval bounds how often a running command's output is
+// reported: each report re-sends the whole preview.
+const progressInterval = 100 * time.Millisecond
+
+// progressWriter reports the output so far after writes, at most once per
+// progressInterval (the final output goes out with the result anyway).
+type progressWriter struct {
+	w      io.Writer
+	out    *capBuffer
+	report func(map[string]any)
+	last   time.Time
+}
+
+func (p *progressWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	if now := time.Now(); now.Sub(p.last) >= progressInterval {
+		p.last = now
+		p.report(map[string]any{"output": truncateRunes(p.out.String(), bashMetaPreview, "\n\n...")})
+	}
+	return n, err
 }
 
 // capBuffer keeps the first head and the last tail bytes written to it.

@@ -31,7 +31,7 @@ func (Glob) Description() string {
 Usage:
 - Supports glob patterns like "**/*.js" or "src/**/*.{ts,tsx}"; "**" matches any number of directories. A pattern without "/" matches file names at any depth.
 - path is the directory to search in (defaults to the session directory); the pattern is relative to it.
-- Returns matching file paths relative to the session directory, most recently modified first, at most %d.`, globLimit)
+- Returns the absolute paths of matching files, most recently modified first, at most %d.`, globLimit)
 }
 
 func (Glob) Parameters() json.RawMessage {
@@ -128,7 +128,9 @@ func (t Glob) Run(ctx context.Context, c Call) (Result, error) {
 		if i > 0 {
 			b.WriteByte('\n')
 		}
-		b.WriteString(h.rel)
+		// Absolute paths, as OpenCode's glob answers: the model can pass
+		// them straight to read and edit.
+		b.WriteString(filepath.Join(filepath.Clean(c.Dir), h.rel))
 	}
 	if truncated {
 		b.WriteString("\n\n(Results are truncated. Consider using a more specific path or pattern.)")

@@ -13,6 +13,9 @@ type Call struct {
 	// Dir is the session's directory; every path is resolved inside it.
 	Dir   string
 	Input json.RawMessage
+	// Progress, if set, receives the running call's metadata as it changes
+	// (bash: the output so far), for clients to show before the call ends.
+	Progress func(metadata map[string]any)
 }
 
 // Result is a finished tool run, shaped for OpenCode's completed tool state.

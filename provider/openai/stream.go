@@ -59,6 +59,7 @@ type toolCall struct {
 	name    string
 	args    []byte
 	started bool // ToolInputStart emitted
+	sent    int  // bytes of args emitted as ToolInputDelta
 	done    bool // ToolCallChunk emitted
 }
 
@@ -261,6 +262,10 @@ func (s *streamState) toolDelta(d *toolDelta) {
 	if !tc.started && !tc.done && tc.id != "" && tc.name != "" {
 		tc.started = true
 		s.send(provider.Chunk{Kind: provider.ToolInputStart, ToolCall: &provider.ToolCall{ID: tc.id, Name: tc.name}})
+	}
+	if tc.started && !tc.done && len(tc.args) > tc.sent {
+		s.send(provider.Chunk{Kind: provider.ToolInputDelta, Text: string(tc.args[tc.sent:]), ToolCall: &provider.ToolCall{ID: tc.id, Name: tc.name}})
+		tc.sent = len(tc.args)
 	}
 }
 
