@@ -236,6 +236,7 @@ type serverOptions struct {
 	chunks   int           // --scripted-chunks (0: server default)
 	delay    time.Duration // --scripted-delay
 	password string        // OPENCODE_SERVER_PASSWORD
+	config   string        // --config: an opencode.json (a stub model's provider)
 }
 
 var listenRE = regexp.MustCompile(`opencode server listening on (http://127\.0\.0\.1:(\d+))`)
@@ -265,6 +266,9 @@ func startServer(t *testing.T, o serverOptions) *server {
 		o.delay = 40 * time.Millisecond
 	}
 	args = append(args, "--scripted-delay", o.delay.String())
+	if o.config != "" {
+		args = append(args, "--config", o.config)
+	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr

@@ -6,11 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
 )
 
 // tmux drives one tmux server of its own (-L socket name) for a test.
@@ -120,6 +123,87 @@ func (x *tmux) typeLine(text string) {
 	x.must("send-keys", "-t", x.target, "-l", text)
 	time.Sleep(300 * time.Millisecond) // let the TUI take the text before Enter
 	x.must("send-keys", "-t", x.target, "Enter")
+}
+
+// startTUI starts `opencode attach` on srv under tmux and waits for its prompt.
+func startTUI(t *testing.T, srv *server) *tmux {
+	t.Helper()
+	oc := newClient(t, srv.Dir)
+	x := newTmux(t, oc.Env)
+	envBin, err := exec.LookPath("env")
+	if err != nil {
+		t.Fatalf("env(1) not found: %v", err)
+	}
+	// env -i: the program gets exactly the isolated environment, not the
+	// tmux server's global one.
+	x.start(oc.Dir, append(append([]string{envBin, "-i"}, oc.Env...), oc.bin, "attach", srv.URL)...)
+	x.waitScreen(30*time.Second, "Ask anything")
+	return x
+}
+
+// stubServer starts our server on a tool-calling stub model (prompts script
+// it: stubmodel.Directives) with README.md in the project directory.
+func stubServer(t *testing.T) *server {
+	t.Helper()
+	stub := stubmodel.NewServer(t, stubmodel.Directives, stubmodel.WithChunks(3), stubmodel.WithDelay(30*time.Millisecond))
+	cfg := filepath.Join(t.TempDir(), "opencode.json")
+	body := `{"model":"stub/stub-model","small_model":"stub/stub-model","provider":{"stub":{"npm":"@ai-sdk/openai-compatible",` +
+		`"name":"Stub","options":{"baseURL":"` + stub.URL() + `","apiKey":"k"},"models":{"stub-model":{"name":"Stub Model",` +
+		`"tool_call":true,"limit":{"context":128000,"output":4096}}}}}}`
+	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, serverOptions{config: cfg})
+	if err := os.WriteFile(filepath.Join(srv.Dir, "README.md"), []byte("# Demo\nhello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// footerRE is the TUI's line under a finished turn: agent, model, duration.
+var footerRE = regexp.MustCompile(`Build · Stub Model · [0-9.]+m?s`)
+
+// TestTUIToolTurn: with a model that calls tools, the TUI shows the tool
+// line, the next step's text and the duration footer live (it froze at the
+// first tool call when our tool events had the wrong shape); bash output
+// streams while the command runs; a prompt typed while busy shows at once,
+// marked QUEUED, and is answered by the next model call.
+func TestTUIToolTurn(t *testing.T) {
+	t.Parallel()
+	srv := stubServer(t)
+	x := startTUI(t, srv)
+
+	x.typeLine(`call:glob {"pattern":"*.md"} then: listed`)
+	x.waitScreen(30*time.Second, `Glob "*.md"`)
+	x.waitScreen(30*time.Second, "Done. listed")
+	checkFor(t, 10*time.Second, 200*time.Millisecond, func() error {
+		if s := x.screen(); !footerRE.MatchString(s) {
+			return fmt.Errorf("no duration footer; screen:\n%s", s)
+		}
+		return nil
+	})
+
+	// A slow command: its output shows line by line, and a prompt typed
+	// meanwhile is queued on screen.
+	// (The output words are computed so the prompt on screen lacks them.)
+	x.typeLine(`call:bash {"command":"echo out-$((1+1)); sleep 4; echo out-$((2+2))","description":"Slow"} then: counted`)
+	x.waitScreen(30*time.Second, "out-2")
+	if s := x.screen(); strings.Contains(s, "out-4") {
+		t.Fatalf("the whole output arrived at once:\n%s", s)
+	}
+	queued := "queued while busy " + strings.ToLower(randomTag())
+	x.typeLine(queued)
+	s := x.waitScreen(10*time.Second, "QUEUED")
+	if !strings.Contains(s, queued) {
+		t.Errorf("QUEUED shown, but not the prompt %q:\n%s", queued, s)
+	}
+	// A v1 prompt is a steer: the next model call sees it after the tool
+	// result and answers it, as OpenCode's loop does.
+	x.waitScreen(30*time.Second, "You said: "+queued)
+	x.waitScreen(10*time.Second, "out-4")
+	if s := x.screen(); strings.Contains(s, "QUEUED") {
+		t.Errorf("still QUEUED after the model answered it:\n%s", s)
+	}
 }
 
 func TestTUIAttach(t *testing.T) {

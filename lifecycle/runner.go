@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -141,6 +142,15 @@ type command struct {
 func (r *runner) start() {
 	msgs := r.boot
 	r.boot = nil
+	// A shown input's message is stored before it is delivered: the model
+	// sees it only once it is (it is remembered then).
+	waiting := map[string]bool{}
+	for _, in := range r.pending {
+		if in.Shown {
+			waiting[in.ID] = true
+		}
+	}
+	msgs = slices.DeleteFunc(msgs, func(mp opencode.MessageWithParts) bool { return waiting[mp.Info.ID] })
 	for _, mp := range msgs {
 		r.remember(mp)
 	}
@@ -183,7 +193,7 @@ func (m *Manager) unanswered(msgs []opencode.MessageWithParts) bool {
 		return false
 	}
 	in, err := m.store.GetInput(context.Background(), last.ID)
-	return err == nil && !in.NoReply && in.Answer == ""
+	return err == nil && in.State == opencode.InputDelivered && !in.NoReply && in.Answer == ""
 }
 
 // interruptedPrefix starts the abort message of turns the server cut off.
@@ -401,9 +411,33 @@ func (r *runner) admit(in *opencode.Input) (*opencode.Input, bool, error) {
 		"messageID": in.ID, "prompt": prompt, "delivery": in.Delivery})
 	t.durable(opencode.EvInboxEnqueued, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 		"messageID": in.ID, "delivery": in.Delivery, "prompt": prompt})
+	if r.turn != nil {
+		// Busy: OpenCode stores and announces a prompt the moment it is
+		// posted (the TUI marks it QUEUED until the model sees it). Same
+		// here, under the input's own ID: delivery keeps this message.
+		in.Shown = true
+		agent, model := r.turnDefaults()
+		if in.Agent != "" {
+			agent = in.Agent
+		}
+		if in.Model != nil {
+			model = *in.Model
+		}
+		t.message(userMessage(in, agent, model, now))
+		for _, p := range in.Parts {
+			t.part(p, now)
+		}
+	}
 	t.batch.Admit = []*opencode.Input{in}
 	r.pending = append(r.pending, in)
 	return in, false, nil
+}
+
+// userMessage is the user message an input becomes.
+func userMessage(in *opencode.Input, agent string, model opencode.MessageModel, created int64) opencode.Message {
+	return opencode.Message{ID: in.ID, SessionID: in.SessionID, Role: opencode.User,
+		Time: opencode.MessageTime{Created: created}, Agent: agent, Model: &opencode.MessageModel{
+			ProviderID: model.ProviderID, ModelID: model.ModelID}, System: in.System, Tools: in.Tools}
 }
 
 // snapshot is the runner state an admission may change before its commit,
@@ -491,6 +525,10 @@ func (r *runner) cancelPending(idx []int, reason string) {
 		t.batch.Inputs = append(t.batch.Inputs, &in)
 		t.durable(opencode.EvInboxCancelled, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"messageID": in.ID, "delivery": in.Delivery, "reason": reason})
+		if in.Shown {
+			t.batch.DeleteMessages = append(t.batch.DeleteMessages, in.ID)
+			t.live(opencode.EvMessageRemoved, map[string]any{"sessionID": r.id, "messageID": in.ID})
+		}
 		drop[in.ID] = true
 	}
 	if _, err := t.flush(); err != nil {
@@ -536,6 +574,16 @@ func (r *runner) replace(id string, delivery *opencode.Delivery, parts []opencod
 		for j := range parts {
 			parts[j].SessionID = r.id
 			parts[j].MessageID = id
+		}
+		if in.Shown {
+			// The shown message gets the new parts in place of the old.
+			for _, old := range in.Parts {
+				t.batch.DeleteParts = append(t.batch.DeleteParts, old.ID)
+				t.live(opencode.EvPartRemoved, map[string]any{"sessionID": r.id, "messageID": id, "partID": old.ID})
+			}
+			for _, p := range parts {
+				t.part(p, now)
+			}
 		}
 		in.Parts = parts
 		in.Fingerprint = fingerprint(&in)

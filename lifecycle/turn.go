@@ -35,16 +35,8 @@ func (r *runner) maybeStart() {
 		return
 	}
 	ctx, cancel := context.WithCancel(r.m.ctx)
-	r.turn = &turn{ctx: ctx, cancel: cancel, agent: defaultAgent,
-		model: opencode.MessageModel{ProviderID: r.m.cfg.ProviderID, ModelID: r.m.cfg.ModelID}}
-	// The session's own agent and model (set at creation or by its last
-	// prompt) are the defaults a prompt may override.
-	if r.sess.Agent != "" {
-		r.turn.agent = r.sess.Agent
-	}
-	if m := r.sess.Model; m != nil && r.m.HasModel(m.ProviderID, m.ID) {
-		r.turn.model = opencode.MessageModel{ProviderID: m.ProviderID, ModelID: m.ID}
-	}
+	agent, model := r.turnDefaults()
+	r.turn = &turn{ctx: ctx, cancel: cancel, agent: agent, model: model}
 	r.m.setBusy(r.id, true)
 	if len(batch) == 0 {
 		// Continue a turn the server cut off: same user message, a new step.
@@ -65,6 +57,21 @@ func (r *runner) maybeStart() {
 		return
 	}
 	r.startStep()
+}
+
+// turnDefaults are the agent and model a turn starts with: the session's
+// own (set at creation or by its last prompt), else the server's; a prompt
+// may override them.
+func (r *runner) turnDefaults() (string, opencode.MessageModel) {
+	agent := defaultAgent
+	model := opencode.MessageModel{ProviderID: r.m.cfg.ProviderID, ModelID: r.m.cfg.ModelID}
+	if r.sess.Agent != "" {
+		agent = r.sess.Agent
+	}
+	if m := r.sess.Model; m != nil && r.m.HasModel(m.ProviderID, m.ID) {
+		model = opencode.MessageModel{ProviderID: m.ProviderID, ModelID: m.ID}
+	}
+	return agent, model
 }
 
 // steers returns the pending steers in admission order.
@@ -93,12 +100,15 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 		if in.Model != nil {
 			r.turn.model = *in.Model
 		}
-		msg := opencode.Message{ID: in.ID, SessionID: r.id, Role: opencode.User,
-			Time: opencode.MessageTime{Created: now}, Agent: r.turn.agent, Model: &opencode.MessageModel{
-				ProviderID: r.turn.model.ProviderID, ModelID: r.turn.model.ModelID}, System: in.System, Tools: in.Tools}
-		t.message(msg)
-		for _, p := range in.Parts {
-			t.part(p, now)
+		msg := userMessage(&in, r.turn.agent, r.turn.model, now)
+		if in.Shown {
+			// Stored and announced at admission; it stays as it was.
+			msg.Time.Created = in.TimeCreated
+		} else {
+			t.message(msg)
+			for _, p := range in.Parts {
+				t.part(p, now)
+			}
 		}
 		in.State = opencode.InputDelivered
 		in.PromotedSeq = t.durable(opencode.EvPrompted, 1, map[string]any{"timestamp": in.TimeCreated, "sessionID": r.id,

@@ -90,6 +90,7 @@ const (
 	EvMessageRemoved  = "message.removed"
 	EvPartUpdated     = "message.part.updated"
 	EvPartDelta       = "message.part.delta"
+	EvPartRemoved     = "message.part.removed"
 	EvServerConnected = "server.connected"
 	EvHeartbeat       = "server.heartbeat"
 	EvPermissionAsked = "permission.asked"

@@ -31,6 +31,10 @@ type Input struct {
 	Tools  map[string]bool `json:"tools,omitempty"`
 	// NoReply stores the user message without running the model.
 	NoReply bool `json:"noReply,omitempty"`
+	// Shown: its user message was stored and announced at admission (the
+	// session was busy), as OpenCode shows a prompt the moment it is posted;
+	// delivery then keeps that message, revoke removes it.
+	Shown bool `json:"shown,omitempty"`
 	// Fingerprint is the canonical content used for idempotent admission.
 	Fingerprint string `json:"fingerprint"`
 	TimeCreated int64  `json:"timeCreated"`

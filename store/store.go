@@ -31,6 +31,12 @@ type Batch struct {
 	// creation position, a replaced one keeps its position.
 	Messages []opencode.Message
 	Parts    []opencode.Part
+	// DeleteMessages removes messages of the session with all their parts,
+	// and DeleteParts single parts (a revoked input's shown user message, a
+	// replaced input's old parts). Unknown IDs are ignored. Applied after
+	// Messages and Parts.
+	DeleteMessages []string
+	DeleteParts    []string
 	// Admit inserts new inputs; an ID already used by any input or message
 	// fails the whole batch with ErrConflict.
 	Admit []*opencode.Input
@@ -45,7 +51,7 @@ type Batch struct {
 // Empty reports whether the batch writes nothing.
 func (b *Batch) Empty() bool {
 	return b.Session == nil && len(b.Messages) == 0 && len(b.Parts) == 0 &&
-		len(b.Admit) == 0 && len(b.Inputs) == 0 && len(b.Events) == 0
+		len(b.DeleteMessages) == 0 && len(b.DeleteParts) == 0 && len(b.Admit) == 0 && len(b.Inputs) == 0 && len(b.Events) == 0
 }
 
 // Store is the durable state. All methods are safe for concurrent use; the

@@ -114,6 +114,17 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		}
 		cur.p = p
 	}
+	for _, id := range b.DeleteMessages {
+		if s.messages[id] != nil {
+			delete(s.messages, id)
+			delete(m.messages, id)
+		}
+	}
+	for _, id := range b.DeleteParts {
+		for _, msg := range s.messages {
+			delete(msg.parts, id)
+		}
+	}
 	for _, in := range b.Admit {
 		m.order++
 		c := cloneInput(in)

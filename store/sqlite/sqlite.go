@@ -76,6 +76,9 @@ const (
 	qUpsertMsg    = `INSERT INTO messages(id, session_id, ord, json) VALUES(?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET json = excluded.json WHERE messages.session_id = excluded.session_id`
 	qMsgInSession = `SELECT EXISTS(SELECT 1 FROM messages WHERE id = ? AND session_id = ?)`
 	qUpsertPart   = `INSERT INTO parts(id, message_id, session_id, ord, json) VALUES(?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET json = excluded.json WHERE parts.message_id = excluded.message_id`
+	qDelMsgParts  = `DELETE FROM parts WHERE message_id = ? AND session_id = ?`
+	qDelMsg       = `DELETE FROM messages WHERE id = ? AND session_id = ?`
+	qDelPart      = `DELETE FROM parts WHERE id = ? AND session_id = ?`
 	qAdmit        = `INSERT INTO inputs(id, session_id, ord, state, json) VALUES(?, ?, ?, ?, ?)`
 	qUpdateInput  = `UPDATE inputs SET state = ?, json = ? WHERE id = ?`
 	qAppendEvent  = `INSERT INTO events(session_id, seq, id, type, version, directory, data) VALUES(?, ?, ?, ?, ?, ?, ?)`
@@ -172,7 +175,7 @@ func Open(ctx context.Context, path string) (_ *Store, err error) {
 		return nil, fmt.Errorf("sqlite: load order: %w", err)
 	}
 	for _, q := range []string{qAdmitTaken, qSessionSeq, qInputExists, qUpsertSess, qUpsertMsg,
-		qMsgInSession, qUpsertPart, qAdmit, qUpdateInput, qAppendEvent, qSetLastSeq} {
+		qMsgInSession, qUpsertPart, qDelMsgParts, qDelMsg, qDelPart, qAdmit, qUpdateInput, qAppendEvent, qSetLastSeq} {
 		st, perr := s.w.PrepareContext(ctx, q)
 		if perr != nil {
 			return nil, fmt.Errorf("sqlite: prepare: %w", perr)
@@ -520,6 +523,19 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 			if _, err := up.ExecContext(ctx, p.ID, p.MessageID, sessionID, ord, enc.parts[i]); err != nil {
 				return 0, nil, fmt.Errorf("sqlite: commit part: %w", err)
 			}
+		}
+	}
+	for _, id := range b.DeleteMessages {
+		if _, err := st(qDelMsgParts).ExecContext(ctx, id, sessionID); err != nil {
+			return 0, nil, fmt.Errorf("sqlite: commit delete: %w", err)
+		}
+		if _, err := st(qDelMsg).ExecContext(ctx, id, sessionID); err != nil {
+			return 0, nil, fmt.Errorf("sqlite: commit delete: %w", err)
+		}
+	}
+	for _, id := range b.DeleteParts {
+		if _, err := st(qDelPart).ExecContext(ctx, id, sessionID); err != nil {
+			return 0, nil, fmt.Errorf("sqlite: commit delete: %w", err)
 		}
 	}
 	var admitOrd []int64

@@ -31,6 +31,7 @@ func Run(t *testing.T, open Opener) {
 		{"DeleteSessionCascades", testDeleteCascades},
 		{"Messages", testMessages},
 		{"PartsOfUnknownMessageDropped", testOrphanParts},
+		{"DeleteMessages", testDeleteMessages},
 		{"AdmitConflict", testAdmitConflict},
 		{"BatchAllOrNothing", testAllOrNothing},
 		{"CancelledContext", testCancelled},
@@ -434,6 +435,40 @@ func testMessages(t *testing.T, s store.Store) {
 		}
 	}
 	eqStrings(t, "other session", messageIDs(t, s, "ses_other"), []string{"msg_o"})
+}
+
+// testDeleteMessages: a batch removes messages with their parts, and single
+// parts, in this session only; unknown IDs are ignored.
+func testDeleteMessages(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid = "ses_del"
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid)})
+	commit(t, s, "ses_del2", &store.Batch{Session: NewSession("ses_del2"),
+		Messages: []opencode.Message{UserMessage("ses_del2", "msg_x")}, Parts: []opencode.Part{TextPart("ses_del2", "msg_x", "prt_x", "other")}})
+	m1, m2 := UserMessage(sid, "msg_d1"), UserMessage(sid, "msg_d2")
+	commit(t, s, sid, &store.Batch{Messages: []opencode.Message{m1, m2}, Parts: []opencode.Part{
+		TextPart(sid, "msg_d1", "prt_d1", "a"), TextPart(sid, "msg_d2", "prt_d2", "b"), TextPart(sid, "msg_d2", "prt_d3", "c")}})
+	commit(t, s, sid, &store.Batch{DeleteMessages: []string{"msg_d1", "msg_nope", "msg_x"}, DeleteParts: []string{"prt_d2", "prt_nope", "prt_x"}})
+	eqStrings(t, "after delete", messageIDs(t, s, sid), []string{"msg_d2"})
+	ms, err := s.ListMessages(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqJSON(t, "parts left", ms, []opencode.MessageWithParts{{Info: m2, Parts: []opencode.Part{TextPart(sid, "msg_d2", "prt_d3", "c")}}})
+	if ok, _ := s.MessageExists(ctx, "msg_d1"); ok {
+		t.Error("a deleted message still exists")
+	}
+	if _, err := s.GetMessage(ctx, sid, "msg_d1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetMessage(deleted) = %v, want ErrNotFound", err)
+	}
+	// Another session's message and part are untouched.
+	other, err := s.ListMessages(ctx, "ses_del2")
+	if err != nil || len(other) != 1 || len(other[0].Parts) != 1 {
+		t.Errorf("other session = %v, %v", other, err)
+	}
+	// A deleted message's ID can be used again.
+	commit(t, s, sid, &store.Batch{Messages: []opencode.Message{m1}})
+	eqStrings(t, "re-created", messageIDs(t, s, sid), []string{"msg_d2", "msg_d1"})
 }
 
 func testOrphanParts(t *testing.T, s store.Store) {
