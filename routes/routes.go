@@ -93,6 +93,7 @@ func New(cfg Config) http.Handler {
 	s.mountV1(r)
 	s.mountV2(r)
 	s.mountCatalog(r)
+	s.mountFiles(r)
 	return r
 }
 
