@@ -22,6 +22,17 @@ type File struct {
 	Provider   map[string]ProviderConfig `json:"provider,omitempty"`
 	Permission json.RawMessage           `json:"permission,omitempty"`
 	Username   string                    `json:"username,omitempty"`
+	// Command is OpenCode's custom commands: command.<name>.
+	Command map[string]CommandConfig `json:"command,omitempty"`
+}
+
+// CommandConfig is command.<name>: a prompt template run by /name.
+type CommandConfig struct {
+	Template    string `json:"template"`
+	Description string `json:"description,omitempty"`
+	Agent       string `json:"agent,omitempty"`
+	Model       string `json:"model,omitempty"`
+	Subtask     *bool  `json:"subtask,omitempty"`
 }
 
 // ProviderConfig is provider.<id>.
@@ -65,6 +76,23 @@ func (p ProviderConfig) OpenAICompatible() bool {
 	}
 	return false
 }
+
+// GlobalDir is the global config directory: $XDG_CONFIG_HOME/opencode, or
+// ~/.config/opencode.
+func GlobalDir() string {
+	cfgHome := os.Getenv("XDG_CONFIG_HOME")
+	if cfgHome == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		cfgHome = filepath.Join(h, ".config")
+	}
+	return filepath.Join(cfgHome, "opencode")
+}
+
+// StripJSONC turns JSONC (comments, trailing commas) into JSON.
+func StripJSONC(b []byte) []byte { return stripJSONC(b) }
 
 // Paths returns the files OpenCode would read, lowest precedence first:
 // the global config ($XDG_CONFIG_HOME/opencode/opencode.json[c] or
@@ -125,6 +153,12 @@ func (f *File) merge(o *File) {
 	}
 	if len(o.Permission) > 0 {
 		f.Permission = o.Permission
+	}
+	for name, c := range o.Command {
+		if f.Command == nil {
+			f.Command = map[string]CommandConfig{}
+		}
+		f.Command[name] = c
 	}
 	for id, p := range o.Provider {
 		cur, ok := f.Provider[id]

@@ -159,7 +159,7 @@ func (s *Server) mountCatalog(r chi.Router) {
 	r.Get("/vcs", ok(map[string]any{}))
 	r.Get("/experimental/capabilities", ok(map[string]any{"backgroundSubagents": false}))
 	r.Get("/experimental/console", ok(map[string]any{"consoleManagedProviders": emptyList, "switchableOrgCount": 0}))
-	for _, p := range []string{"/command", "/lsp", "/formatter", "/experimental/workspace", "/experimental/workspace/status",
+	for _, p := range []string{"/lsp", "/formatter", "/experimental/workspace", "/experimental/workspace/status",
 		"/project/global/directories", "/question"} {
 		r.Get(p, ok(emptyList))
 	}

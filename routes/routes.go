@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
@@ -40,6 +41,8 @@ type Config struct {
 	// CORS lists extra allowed browser origins ("https://app.example.com");
 	// loopback origins are always allowed, and there is no wildcard.
 	CORS []string
+	// Commands are opencode.json's "command" entries.
+	Commands map[string]config.CommandConfig
 	// MaxStreams caps concurrent SSE streams per client address (default 64).
 	MaxStreams int
 	Logger     *slog.Logger
@@ -94,6 +97,7 @@ func New(cfg Config) http.Handler {
 	s.mountV2(r)
 	s.mountCatalog(r)
 	s.mountFiles(r)
+	s.mountCommands(r)
 	return r
 }
 

@@ -144,7 +144,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
-		CORS: o.CORS, Logger: o.Logger})
+		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command})
 	return a, nil
 }
 

@@ -1,0 +1,219 @@
+package routes
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/opencode-server/opencode-server/command"
+	"github.com/opencode-server/opencode-server/config"
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// mountCommands serves slash commands, sharing (disabled), the v2 health
+// check and the global config file.
+func (s *Server) mountCommands(r chi.Router) {
+	r.Get("/command", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, command.List(s.directory(r), s.cfg.Commands, config.GlobalDir()))
+	})
+	r.Post("/session/{sessionID}/command", s.h(v1, s.runCommand))
+	// Sharing uploads a session to a public service; this server never
+	// does, as OpenCode with "share": "disabled".
+	r.Post("/session/{sessionID}/share", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {
+		id, err := sessionID(r)
+		if err != nil {
+			return err
+		}
+		if _, err := s.m.GetSession(r.Context(), id); err != nil {
+			return err
+		}
+		return badRequest("Body", "", "Sharing is disabled on this server")
+	}))
+	r.Delete("/session/{sessionID}/share", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {
+		id, err := sessionID(r)
+		if err != nil {
+			return err
+		}
+		sess, err := s.m.GetSession(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, sess)
+		return nil
+	}))
+	r.Get("/api/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"healthy": true})
+	})
+	r.Get("/global/config", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {
+		cfg, err := readGlobalConfig()
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, cfg)
+		return nil
+	}))
+	r.Patch("/global/config", s.h(v1, s.patchGlobalConfig))
+}
+
+// commandBody is POST /session/{id}/command.
+type commandBody struct {
+	MessageID string            `json:"messageID,omitempty"`
+	Agent     string            `json:"agent,omitempty"`
+	Model     string            `json:"model,omitempty"`
+	Command   string            `json:"command" validate:"required"`
+	Arguments string            `json:"arguments"`
+	Variant   string            `json:"variant,omitempty"`
+	Parts     []json.RawMessage `json:"parts,omitempty"`
+}
+
+// runCommand expands a command's template with the arguments and runs it
+// as a prompt, answering like POST /session/{id}/message.
+func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var b commandBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return err
+	}
+	if err := validate.Struct(&b); err != nil {
+		return validationError(err, "")
+	}
+	cmd, ok := command.Find(s.directory(r), s.cfg.Commands, config.GlobalDir(), b.Command)
+	if !ok {
+		return badRequest("Body", "command", "Command not found: \""+b.Command+"\"")
+	}
+	agent := b.Agent
+	if agent == "" {
+		agent = cmd.Agent
+	}
+	if agent != "" && !knownAgent(agent) {
+		return badRequest("Body", "agent", "Agent not found: \""+agent+"\"")
+	}
+	var model *opencode.MessageModel
+	m := b.Model
+	if m == "" {
+		m = cmd.Model
+	}
+	if m != "" {
+		pid, mid, ok := config.SplitModel(m)
+		if !ok || !s.m.HasModel(pid, mid) {
+			return badRequest("Body", "model", "Model not found: "+m)
+		}
+		model = &opencode.MessageModel{ProviderID: pid, ModelID: mid}
+	}
+	mid := b.MessageID
+	if mid != "" {
+		if err := checkID(identifier.Message, mid, "messageID"); err != nil {
+			return err
+		}
+	} else {
+		mid = identifier.NewMessage()
+	}
+	parts := []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: command.Expand(cmd.Template, b.Arguments)}}
+	if len(b.Parts) > 0 {
+		extra, err := decodeParts(b.Parts)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, extra...)
+	}
+	in := &opencode.Input{ID: mid, SessionID: id, Delivery: opencode.Steer, Parts: parts, Agent: agent, Model: model}
+	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
+		return err
+	}
+	res, err := s.m.Wait(r.Context(), id, in.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res.Message)
+	return nil
+}
+
+// globalConfigMu serialises read-modify-write of the global config file.
+var globalConfigMu sync.Mutex
+
+// readGlobalConfig merges the global config files (config.json,
+// opencode.json, opencode.jsonc), top-level keys of later files winning.
+func readGlobalConfig() (map[string]any, error) {
+	out := map[string]any{}
+	dir := config.GlobalDir()
+	for _, n := range []string{"config.json", "opencode.json", "opencode.jsonc"} {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(config.StripJSONC(b), &m); err != nil {
+			return nil, &opencode.Error{Code: opencode.EInvalid, Message: "the global config " + n + " is not valid JSON: " + err.Error()}
+		}
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// patchGlobalConfig deep-merges the body into the global config and
+// writes it to opencode.json, as OpenCode's PATCH /global/config does. The
+// running server keeps the config it started with.
+func (s *Server) patchGlobalConfig(w http.ResponseWriter, r *http.Request) error {
+	var patch map[string]any
+	if err := decodeBody(r, &patch, false); err != nil {
+		return err
+	}
+	globalConfigMu.Lock()
+	defer globalConfigMu.Unlock()
+	cur, err := readGlobalConfig()
+	if err != nil {
+		return err
+	}
+	merged := mergeJSON(cur, patch)
+	b, err := json.MarshalIndent(merged, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := config.GlobalDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, ".opencode.json.tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "opencode.json")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, merged)
+	return nil
+}
+
+// mergeJSON merges patch into base: objects merge key by key, anything
+// else replaces.
+func mergeJSON(base, patch map[string]any) map[string]any {
+	out := make(map[string]any, len(base)+len(patch))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range patch {
+		if pm, ok := v.(map[string]any); ok {
+			if bm, ok := out[k].(map[string]any); ok {
+				out[k] = mergeJSON(bm, pm)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,81 @@
+package routes_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencode-server/opencode-server/internal/testserver"
+)
+
+// TestCommandRoutes: GET /command lists built-ins, config and project
+// commands; POST /session/{id}/command runs the expanded template as a
+// prompt; sharing answers as a server with sharing disabled; /api/health;
+// the global config is read and patched in $XDG_CONFIG_HOME/opencode.
+func TestCommandRoutes(t *testing.T) {
+	cfgHome := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfgHome)
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".opencode", "command"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".opencode", "command", "hello.md"), []byte("---\ndescription: Say hello\n---\nSay hello to $ARGUMENTS\n"), 0o644)
+	c := biStart(t, testserver.Options{Directory: dir})
+	ses := c.newSession()
+
+	r := c.must("GET", "/command", "", nil)
+	var cmds []struct{ Name, Description, Template string }
+	json.Unmarshal(r.body, &cmds)
+	var names []string
+	for _, cmd := range cmds {
+		names = append(names, cmd.Name)
+	}
+	if strings.Join(names, ",") != "init,review,hello" {
+		t.Errorf("GET /command names = %v", names)
+	}
+
+	r = c.must("POST", "/session/"+ses+"/command", "application/json", []byte(`{"command":"hello","arguments":"Bob"}`))
+	var ans struct {
+		Info  struct{ Role, ParentID string }
+		Parts []struct{ Type, Text string }
+	}
+	if json.Unmarshal(r.body, &ans); r.status != 200 || ans.Info.Role != "assistant" {
+		t.Fatalf("command = %d %s", r.status, r.body)
+	}
+	r = c.must("GET", "/session/"+ses+"/message/"+ans.Info.ParentID, "", nil)
+	if !strings.Contains(string(r.body), `"text":"Say hello to Bob"`) {
+		t.Errorf("the user message is not the expanded template: %s", r.body)
+	}
+	for _, tc := range []struct {
+		method, path, body string
+		status             int
+		has                string
+	}{
+		{"POST", "/session/" + ses + "/command", `{"command":"nope"}`, 400, "Command not found"},
+		{"POST", "/session/" + ses + "/command", `{"arguments":"x"}`, 400, "command"},
+		{"POST", "/session/" + ses + "/share", ``, 400, "Sharing is disabled"},
+		{"DELETE", "/session/" + ses + "/share", ``, 200, `"id":"` + ses + `"`},
+		{"POST", "/session/" + nosuch + "/share", ``, 404, nosuch},
+		{"GET", "/api/health", ``, 200, `{"healthy":true}`},
+		{"GET", "/global/config", ``, 200, `{}`},
+		{"PATCH", "/global/config", `{"username":"x","provider":{"a":{"name":"A"}}}`, 200, `"username":"x"`},
+		{"PATCH", "/global/config", `{"provider":{"b":{"name":"B"}}}`, 200, `"a":{"name":"A"}`},
+		{"GET", "/global/config", ``, 200, `"b":{"name":"B"}`},
+		{"PATCH", "/global/config", `[1]`, 400, ""},
+	} {
+		var body []byte
+		if tc.body != "" {
+			body = []byte(tc.body)
+		}
+		r, err := c.send(tc.method, tc.path, "application/json", body, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != tc.status || !strings.Contains(string(r.body), tc.has) {
+			t.Errorf("%s %s %s = %d %s; want %d with %q", tc.method, tc.path, tc.body, r.status, r.body, tc.status, tc.has)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(cfgHome, "opencode", "opencode.json")); err != nil || !strings.Contains(string(b), `"username": "x"`) {
+		t.Errorf("global opencode.json = %s, %v", b, err)
+	}
+}
