@@ -165,6 +165,7 @@ func fingerprint(in *opencode.Input) string {
 		System  string
 		Tools   map[string]bool
 		NoReply bool
-	}{parts, in.Agent, in.Model, in.System, in.Tools, in.NoReply})
+		Shell   string `json:",omitempty"`
+	}{parts, in.Agent, in.Model, in.System, in.Tools, in.NoReply, in.Shell})
 	return string(b)
 }

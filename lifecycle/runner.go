@@ -118,6 +118,8 @@ type step struct {
 	reasoning *streaming
 	finish    *provider.Chunk
 	calls     []*toolRun
+	// shell: the step runs a user's command, not a model call.
+	shell bool
 	// streamed is set when the model call returned; err is its error.
 	streamed bool
 	err      error

@@ -182,6 +182,11 @@ func (r *runner) onAsk(st *step, req *askReq) {
 		req.resp <- askResp{action: "deny"}
 		return
 	}
+	if st.shell {
+		// The user typed the command: nothing to ask them.
+		req.resp <- askResp{action: "allow"}
+		return
+	}
 	action, reply := r.ask(c, req.permission, req.patterns)
 	req.resp <- askResp{action: action, reply: reply}
 }

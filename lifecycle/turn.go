@@ -52,6 +52,10 @@ func (r *runner) maybeStart() {
 		return
 	}
 	reply := r.deliver(batch, true)
+	if len(batch) == 1 && batch[0].Shell != "" {
+		r.startShellStep(batch[0].Shell)
+		return
+	}
 	if !reply {
 		r.endTurn()
 		return
@@ -122,7 +126,7 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 		if !in.NoReply {
 			reply = true
 		}
-		if strings.HasPrefix(sess.Title, defaultTitlePrefix) {
+		if in.Shell == "" && strings.HasPrefix(sess.Title, defaultTitlePrefix) {
 			if title := titleOf(in.Prompt().Text); title != "" {
 				sess.Title = title
 			}
@@ -346,7 +350,7 @@ func (r *runner) endStep(err error) {
 	now := r.m.now()
 	t := r.tx()
 	r.closeText(t, st, now)
-	if err != nil || st.finish == nil {
+	if !st.shell && (err != nil || st.finish == nil) {
 		msg := "model call ended without a finish"
 		data := map[string]any{"isRetryable": false}
 		if err != nil {
@@ -369,6 +373,16 @@ func (r *runner) endStep(err error) {
 		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": "unknown", "message": msg}})
 		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": st.msg.Error})
+		tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
+		tu.step = nil
+		r.endTurn()
+		return
+	}
+	if st.shell {
+		// A user's command: one tool part, no model call, no step parts.
+		st.msg.Time.Completed = &now
+		t.message(st.msg)
+		r.remember(opencode.MessageWithParts{Info: st.msg, Parts: st.parts})
 		tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 		tu.step = nil
 		r.endTurn()

@@ -31,6 +31,9 @@ type Input struct {
 	Tools  map[string]bool `json:"tools,omitempty"`
 	// NoReply stores the user message without running the model.
 	NoReply bool `json:"noReply,omitempty"`
+	// Shell is a command the user typed (`!cmd`): its turn runs it with
+	// bash instead of calling the model.
+	Shell string `json:"shell,omitempty"`
 	// Shown: its user message was stored and announced at admission (the
 	// session was busy), as OpenCode shows a prompt the moment it is posted;
 	// delivery then keeps that message, revoke removes it.

@@ -14,6 +14,7 @@ import (
 	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -24,6 +25,7 @@ func (s *Server) mountCommands(r chi.Router) {
 		writeJSON(w, http.StatusOK, command.List(s.directory(r), s.cfg.Commands, config.GlobalDir()))
 	})
 	r.Post("/session/{sessionID}/command", s.h(v1, s.runCommand))
+	r.Post("/session/{sessionID}/shell", s.h(v1, s.shell))
 	// Sharing uploads a session to a public service; this server never
 	// does, as OpenCode with "share": "disabled".
 	r.Post("/session/{sessionID}/share", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {
@@ -216,4 +218,53 @@ func mergeJSON(base, patch map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// shellBody is POST /session/{id}/shell.
+type shellBody struct {
+	MessageID string                 `json:"messageID,omitempty"`
+	Agent     string                 `json:"agent" validate:"required"`
+	Model     *opencode.MessageModel `json:"model,omitempty"`
+	Command   string                 `json:"command" validate:"required"`
+}
+
+// shell runs a command the user typed (`!cmd`) in the session directory;
+// it is stored as OpenCode stores it (a synthetic user message, an
+// assistant message with one bash tool part) and answers that message.
+func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var b shellBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return err
+	}
+	if err := validate.Struct(&b); err != nil {
+		return validationError(err, "")
+	}
+	if !knownAgent(b.Agent) {
+		return badRequest("Body", "agent", "Agent not found: \""+b.Agent+"\"")
+	}
+	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {
+		return badRequest("Body", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
+	}
+	mid := b.MessageID
+	if mid != "" {
+		if err := checkID(identifier.Message, mid, "messageID"); err != nil {
+			return err
+		}
+	} else {
+		mid = identifier.NewMessage()
+	}
+	in := lifecycle.ShellInput(id, mid, b.Command, b.Agent, b.Model)
+	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
+		return err
+	}
+	res, err := s.m.Wait(r.Context(), id, in.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, res.Message)
+	return nil
 }

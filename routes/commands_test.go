@@ -79,3 +79,49 @@ func TestCommandRoutes(t *testing.T) {
 		t.Errorf("global opencode.json = %s, %v", b, err)
 	}
 }
+
+// TestShellRoute: `!cmd` runs in the session directory and is stored as
+// OpenCode stores it: a synthetic user message and an assistant message
+// with one completed bash part, which the route answers.
+func TestShellRoute(t *testing.T) {
+	dir := t.TempDir()
+	c := biStart(t, testserver.Options{Directory: dir})
+	ses := c.newSession()
+	r := c.must("POST", "/session/"+ses+"/shell", "application/json", []byte(`{"agent":"build","command":"echo hi; pwd"}`))
+	var ans struct {
+		Info struct {
+			ID, Role, ParentID string
+			Time               struct{ Completed int64 }
+		}
+		Parts []struct {
+			Type, Tool string
+			State      struct {
+				Status, Output string
+				Input          map[string]string
+			}
+		}
+	}
+	if err := json.Unmarshal(r.body, &ans); err != nil || r.status != 200 {
+		t.Fatalf("shell = %d %s", r.status, r.body)
+	}
+	if ans.Info.Role != "assistant" || ans.Info.Time.Completed == 0 || len(ans.Parts) != 1 {
+		t.Fatalf("shell answer = %s", r.body)
+	}
+	p := ans.Parts[0]
+	if p.Type != "tool" || p.Tool != "bash" || p.State.Status != "completed" || p.State.Output != "hi\n"+dir+"\n" ||
+		p.State.Input["command"] != "echo hi; pwd" {
+		t.Errorf("shell part = %+v", p)
+	}
+	r = c.must("GET", "/session/"+ses+"/message/"+ans.Info.ParentID, "", nil)
+	if !strings.Contains(string(r.body), `"text":"The following tool was executed by the user","synthetic":true`) {
+		t.Errorf("shell user message = %s", r.body)
+	}
+	for _, tc := range []struct {
+		body   string
+		status int
+	}{{`{"command":"ls"}`, 400}, {`{"agent":"build"}`, 400}, {`{"agent":"nope","command":"ls"}`, 400}} {
+		if r := c.must("POST", "/session/"+ses+"/shell", "application/json", []byte(tc.body)); r.status != tc.status {
+			t.Errorf("shell %s = %d %s", tc.body, r.status, r.body)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package lifecycle
+
+import (
+	"encoding/json"
+
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/provider"
+)
+
+// ShellNote is the text of a shell command's user message, as OpenCode
+// stores it (a synthetic part: the command itself is the tool part).
+const ShellNote = "The following tool was executed by the user"
+
+// ShellInput is the input of a command the user typed (`!cmd`): queued, so
+// it runs as its own turn (after a running one, where OpenCode refuses),
+// with a synthetic user message and a bash call instead of a model call.
+func ShellInput(sessionID, messageID, command, agent string, model *opencode.MessageModel) *opencode.Input {
+	return &opencode.Input{ID: messageID, SessionID: sessionID, Delivery: opencode.Queue, Shell: command,
+		Agent: agent, Model: model, Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText,
+			Text: ShellNote, Synthetic: true}}}
+}
+
+// startShellStep opens the assistant message of a shell turn and runs the
+// command as a bash tool call in it.
+func (r *runner) startShellStep(command string) {
+	now := r.m.now()
+	tu := r.turn
+	r.steps++
+	st := &step{n: r.steps, shell: true, streamed: true}
+	st.msg = opencode.Message{ID: identifier.NewMessage(), SessionID: r.id, Role: opencode.Assistant,
+		Time: opencode.MessageTime{Created: now}, ParentID: tu.parentID, ModelID: tu.model.ModelID,
+		ProviderID: tu.model.ProviderID, Mode: tu.agent, Agent: tu.agent,
+		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
+	tu.step = st
+	r.tx().message(st.msg)
+	args, _ := json.Marshal(map[string]string{"command": command})
+	r.toolCall(st, &provider.ToolCall{ID: "call_" + identifier.NewPart()[4:], Name: "bash", Arguments: args})
+}
