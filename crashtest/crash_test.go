@@ -859,8 +859,10 @@ func (w *worker) bad() {
 		in.badKind = "v2 malformed JSON"
 		in.path, in.body = v2, []byte(`{"id":"`+id+`","prompt":{"text":"`+text+`"},"delivery":"queue"`)
 	case 2:
-		in.badKind = "v2 unknown field"
-		in.path, in.body = v2, mustJSON(map[string]any{"id": id, "prompt": map[string]any{"text": text}, "bogus": true})
+		// (Unknown fields are ignored, as OpenCode ignores them; a known
+		// field of the wrong type is refused.)
+		in.badKind = "v2 mistyped field"
+		in.path, in.body = v2, mustJSON(map[string]any{"id": id, "prompt": map[string]any{"text": text}, "delivery": 7})
 	case 3:
 		in.badKind = "v2 invalid delivery"
 		in.path, in.body = v2, mustJSON(map[string]any{"id": id, "prompt": map[string]any{"text": text}, "delivery": "later"})

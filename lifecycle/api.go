@@ -17,7 +17,11 @@ func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.
 	}
 	in.Fingerprint = fingerprint(in)
 	derr := m.do(ctx, in.SessionID, func(r *runner) {
-		snap := r.snapshot()
+		// A prompt after a revert makes it final (OpenCode's cleanup).
+		if err = r.cleanupRevert(); err != nil {
+			return
+		}
+		snap := r.undoPoint()
 		out, existed, err = r.admit(in)
 		if err != nil || existed {
 			return

@@ -19,6 +19,7 @@ import (
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/snapshot"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/tool"
 )
@@ -43,6 +44,9 @@ type Config struct {
 	Price func(providerID, modelID string) (input, output float64, ok bool)
 	// Directory is the default working directory of new sessions.
 	Directory string
+	// Snapshots records project files at each step (revert, step
+	// snapshots); nil records nothing.
+	Snapshots *snapshot.Snapshots
 	// IdleTimeout is how long a runner with nothing to do stays in memory
 	// (5 minutes when zero); the next command for its session starts a new
 	// one from the store.

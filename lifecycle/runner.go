@@ -120,6 +120,8 @@ type step struct {
 	calls     []*toolRun
 	// shell: the step runs a user's command, not a model call.
 	shell bool
+	// snapshot is the project's files when the step started ("" untracked).
+	snapshot string
 	// streamed is set when the model call returned; err is its error.
 	streamed bool
 	err      error
@@ -442,9 +444,9 @@ func userMessage(in *opencode.Input, agent string, model opencode.MessageModel, 
 			ProviderID: model.ProviderID, ModelID: model.ModelID}, System: in.System, Tools: in.Tools}
 }
 
-// snapshot is the runner state an admission may change before its commit,
+// undoPoint is the runner state an admission may change before its commit,
 // so a failed commit can undo it (see Manager.Admit).
-type snapshot struct {
+type undoPoint struct {
 	pending []*opencode.Input
 	history int
 	sess    opencode.Session
@@ -452,15 +454,15 @@ type snapshot struct {
 	turn    *turn
 }
 
-func (r *runner) snapshot() snapshot {
-	return snapshot{pending: append([]*opencode.Input(nil), r.pending...), history: len(r.history),
+func (r *runner) undoPoint() undoPoint {
+	return undoPoint{pending: append([]*opencode.Input(nil), r.pending...), history: len(r.history),
 		sess: r.sess, resume: r.resume, turn: r.turn}
 }
 
 // restore undoes what an admission started after its commit failed: the
 // turn it started (and its model call) is cancelled, inbox and
 // conversation go back to what they were.
-func (r *runner) restore(s snapshot) {
+func (r *runner) restore(s undoPoint) {
 	if r.turn != nil && r.turn != s.turn {
 		r.turn.cancel()
 		r.turn = nil

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -182,14 +183,20 @@ func (r *runner) startStep() {
 		Time: opencode.MessageTime{Created: now}, ParentID: tu.parentID, ModelID: tu.model.ModelID,
 		ProviderID: tu.model.ProviderID, Mode: tu.agent, Agent: tu.agent,
 		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
-	start := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepStart}
+	st.snapshot = r.track()
+	start := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepStart,
+		Snapshot: st.snapshot}
 	st.parts = append(st.parts, start)
 	tu.step = st
 	t := r.tx()
 	t.message(st.msg)
-	t.durable(opencode.EvStepStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+	started := map[string]any{"timestamp": now, "sessionID": r.id,
 		"assistantMessageID": st.msg.ID, "agent": tu.agent,
-		"model": map[string]any{"id": tu.model.ModelID, "providerID": tu.model.ProviderID}})
+		"model": map[string]any{"id": tu.model.ModelID, "providerID": tu.model.ProviderID}}
+	if st.snapshot != "" {
+		started["snapshot"] = st.snapshot
+	}
+	t.durable(opencode.EvStepStarted, 1, started)
 	t.part(start, now)
 
 	tu.steps++
@@ -393,19 +400,36 @@ func (r *runner) endStep(err error) {
 	tokens := opencode.Tokens{Total: &total, Input: u.Input, Output: u.Output, Reasoning: u.Reasoning,
 		Cache: opencode.CacheUsage{Read: u.CacheRead}}
 	cost := r.m.cost(tu.model, u)
+	end, changed := r.stepChanges(st)
 	fin := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepFinish,
-		Reason: st.finish.Reason, Tokens: &tokens, Cost: cost}
+		Reason: st.finish.Reason, Tokens: &tokens, Cost: cost, Snapshot: end}
 	t.part(fin, now)
 	st.parts = append(st.parts, fin)
+	if len(changed) > 0 {
+		// OpenCode's patch part: the files this step changed, and the
+		// snapshot they can be restored from.
+		abs := make([]string, len(changed))
+		for i, f := range changed {
+			abs[i] = filepath.Join(r.sess.Directory, f)
+		}
+		patch := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartPatch,
+			Hash: st.snapshot, Files: abs}
+		t.part(patch, now)
+		st.parts = append(st.parts, patch)
+	}
 	st.msg.Tokens = tokens
 	st.msg.Cost = cost
 	st.msg.Finish = st.finish.Reason
 	st.msg.Time.Completed = &now
 	t.message(st.msg)
-	t.durable(opencode.EvStepEnded, 2, map[string]any{"timestamp": now, "sessionID": r.id,
+	ended := map[string]any{"timestamp": now, "sessionID": r.id,
 		"assistantMessageID": st.msg.ID, "finish": st.finish.Reason, "cost": cost,
 		"tokens": map[string]any{"input": u.Input, "output": u.Output, "reasoning": u.Reasoning,
-			"cache": map[string]any{"read": u.CacheRead, "write": 0}}})
+			"cache": map[string]any{"read": u.CacheRead, "write": 0}}}
+	if end != "" {
+		ended["snapshot"], ended["files"] = end, changed
+	}
+	t.durable(opencode.EvStepEnded, 2, ended)
 	r.sess.Cost += cost
 	r.sess.Tokens.Input += u.Input
 	r.sess.Tokens.Output += u.Output

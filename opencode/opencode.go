@@ -83,7 +83,19 @@ type Session struct {
 	Version    string          `json:"version"`
 	Metadata   json.RawMessage `json:"metadata,omitempty"`
 	Permission json.RawMessage `json:"permission,omitempty"`
-	Time       SessionTime     `json:"time"`
+	// Revert is set while the session is reverted to before a message.
+	Revert *SessionRevert `json:"revert,omitempty"`
+	Time   SessionTime    `json:"time"`
+}
+
+// SessionRevert is a session's revert point: the files are as they were
+// before MessageID; Snapshot is the state to go back to on unrevert; Diff
+// is what the revert undid.
+type SessionRevert struct {
+	MessageID string `json:"messageID"`
+	PartID    string `json:"partID,omitempty"`
+	Snapshot  string `json:"snapshot,omitempty"`
+	Diff      string `json:"diff,omitempty"`
 }
 
 // Role is a message's role.

@@ -12,6 +12,7 @@ const (
 	PartFile       = "file"
 	PartAgent      = "agent"
 	PartSubtask    = "subtask"
+	PartPatch      = "patch"
 )
 
 // PartTime is the time span of a text or reasoning part.
@@ -70,6 +71,10 @@ type Part struct {
 	Reason   string  `json:"reason,omitempty"`
 	Cost     float64 `json:"cost"`
 	Tokens   *Tokens `json:"tokens,omitempty"`
+
+	// patch: the files a step changed, from snapshot Hash on
+	Hash  string   `json:"hash,omitempty"`
+	Files []string `json:"files,omitempty"`
 
 	// file
 	Mime     string          `json:"mime,omitempty"`
@@ -142,6 +147,16 @@ func (p Part) MarshalJSON() ([]byte, error) {
 			Cost     float64 `json:"cost"`
 			Tokens   *Tokens `json:"tokens"`
 		}{h, p.Reason, p.Snapshot, p.Cost, tok})
+	case PartPatch:
+		files := p.Files
+		if files == nil {
+			files = []string{}
+		}
+		return json.Marshal(struct {
+			partHead
+			Hash  string   `json:"hash"`
+			Files []string `json:"files"`
+		}{h, p.Hash, files})
 	case PartFile:
 		return json.Marshal(struct {
 			partHead

@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 	a, err := app.New(ctx, app.Options{Store: st, Directory: o.directory, Config: cfg,
 		Scripted: scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay},
 		Username: os.Getenv("OPENCODE_SERVER_USERNAME"), Password: os.Getenv("OPENCODE_SERVER_PASSWORD"),
-		Heartbeat: o.heartbeat, CORS: o.cors, Logger: log})
+		Heartbeat: o.heartbeat, CORS: o.cors, Logger: log, DataDir: o.data})
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/opencode-server/opencode-server/provider/openai"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/routes"
+	"github.com/opencode-server/opencode-server/snapshot"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/tool"
 )
@@ -40,8 +41,11 @@ type Options struct {
 	// IdleTimeout is how long an idle session's runner stays in memory.
 	IdleTimeout time.Duration
 	CORS        []string
-	Clock       func() time.Time
-	Logger      *slog.Logger
+	// DataDir holds the snapshot repositories (step snapshots, revert);
+	// empty: a temporary directory.
+	DataDir string
+	Clock   func() time.Time
+	Logger  *slog.Logger
 }
 
 // App is a wired server.
@@ -128,8 +132,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: models[modelKey{defProvider, defModel}],
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
-		IdleTimeout: o.IdleTimeout,
-		Tools:       o.Tools, Rules: rules,
+		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir),
+		Tools: o.Tools, Rules: rules,
 		Resolve: func(pid, mid string) (provider.Provider, bool) {
 			p, ok := models[modelKey{pid, mid}]
 			return p, ok

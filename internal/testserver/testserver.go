@@ -79,8 +79,12 @@ func Start(t testing.TB, o Options) *Server {
 	if s.Directory == "" {
 		s.Directory = t.TempDir()
 	}
+	snapDir := s.DataDir
+	if snapDir == "" {
+		snapDir = t.TempDir()
+	}
 	s.App, err = app.New(context.Background(), app.Options{Store: s.Store, Directory: s.Directory, Config: o.Config,
-		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, IdleTimeout: o.IdleTimeout, Clock: o.Clock})
+		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, IdleTimeout: o.IdleTimeout, Clock: o.Clock, DataDir: snapDir})
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}

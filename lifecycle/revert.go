@@ -1,0 +1,226 @@
+package lifecycle
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/snapshot"
+)
+
+// snapTimeout bounds one snapshot operation (git add of the work tree).
+const snapTimeout = 30 * time.Second
+
+// repo is the snapshot repository of the session's directory (nil when
+// the directory is not in a git work tree).
+func (r *runner) repo() *snapshot.Repo {
+	return r.m.cfg.Snapshots.For(r.m.ctx, r.sess.Directory)
+}
+
+// track records the project's files ("" when untracked or on failure:
+// a step never fails for want of a snapshot).
+func (r *runner) track() string {
+	repo := r.repo()
+	if repo == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+	defer cancel()
+	h, err := repo.Track(ctx)
+	if err != nil {
+		r.m.log.Warn("snapshot failed", "session", r.id, "err", err)
+		return ""
+	}
+	return h
+}
+
+// stepChanges records the files at the end of a step and lists those the
+// step changed (relative paths).
+func (r *runner) stepChanges(st *step) (string, []string) {
+	if st.snapshot == "" {
+		return "", nil
+	}
+	end := r.track()
+	if end == "" {
+		return "", nil
+	}
+	changed := []string{}
+	if end != st.snapshot {
+		ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+		defer cancel()
+		diffs, err := r.repo().Changed(ctx, st.snapshot, end)
+		if err != nil {
+			r.m.log.Warn("snapshot diff failed", "session", r.id, "err", err)
+		}
+		for _, d := range diffs {
+			changed = append(changed, d.File)
+		}
+	}
+	return end, changed
+}
+
+// busyError refuses a session edit while a turn runs.
+func busyError(id string) error {
+	return &opencode.Error{Code: opencode.EConflict, SessionID: id,
+		Message: "Session " + id + " is busy: wait for the turn to end or abort it"}
+}
+
+// Revert puts the project's files back to how they were before message
+// messageID (before part partID of it, when given) and marks the session
+// reverted; the messages stay until the next prompt removes them, and
+// Unrevert undoes it all.
+func (m *Manager) Revert(ctx context.Context, sessionID, messageID, partID string) (out opencode.Session, err error) {
+	derr := m.do(ctx, sessionID, func(r *runner) { out, err = r.revert(messageID, partID) })
+	if derr != nil {
+		return out, derr
+	}
+	return out, err
+}
+
+// Unrevert restores the files and messages a Revert hid.
+func (m *Manager) Unrevert(ctx context.Context, sessionID string) (out opencode.Session, err error) {
+	derr := m.do(ctx, sessionID, func(r *runner) { out, err = r.unrevert() })
+	if derr != nil {
+		return out, derr
+	}
+	return out, err
+}
+
+func (r *runner) revert(messageID, partID string) (opencode.Session, error) {
+	if r.turn != nil {
+		return r.sess, busyError(r.id)
+	}
+	ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+	defer cancel()
+	msgs, err := r.m.store.ListMessages(ctx, r.id)
+	if err != nil {
+		return r.sess, err
+	}
+	at := slices.IndexFunc(msgs, func(mp opencode.MessageWithParts) bool { return mp.Info.ID == messageID })
+	if at < 0 {
+		return r.sess, opencode.MessageNotFound(r.id, messageID)
+	}
+	if partID != "" && !slices.ContainsFunc(msgs[at].Parts, func(p opencode.Part) bool { return p.ID == partID }) {
+		return r.sess, &opencode.Error{Code: opencode.ENotFound, SessionID: r.id, MessageID: messageID,
+			Message: "Part not found: " + partID}
+	}
+	// The files as they were when the first step at or after the revert
+	// point started.
+	target := ""
+	for _, mp := range msgs[at:] {
+		for _, p := range mp.Parts {
+			if p.Type == opencode.PartStepStart && p.Snapshot != "" {
+				target = p.Snapshot
+				break
+			}
+		}
+		if target != "" {
+			break
+		}
+	}
+	rev := &opencode.SessionRevert{MessageID: messageID, PartID: partID}
+	if repo := r.repo(); repo != nil && target != "" {
+		// Unrevert goes back to the files as they are now (or as they were
+		// before the first of several reverts).
+		now := ""
+		if r.sess.Revert != nil {
+			now = r.sess.Revert.Snapshot
+		}
+		if now == "" {
+			if now, err = repo.Track(ctx); err != nil {
+				return r.sess, err
+			}
+		}
+		if err := repo.Restore(ctx, target); err != nil {
+			return r.sess, err
+		}
+		rev.Snapshot = now
+		rev.Diff, _ = repo.Diff(ctx, now, target)
+	}
+	s := r.sess
+	s.Revert = rev
+	s.Time.Updated = r.m.now()
+	t := r.tx()
+	t.session(s)
+	if _, err := t.flush(); err != nil {
+		return r.sess, err
+	}
+	r.sess = s
+	return s, nil
+}
+
+func (r *runner) unrevert() (opencode.Session, error) {
+	if r.turn != nil {
+		return r.sess, busyError(r.id)
+	}
+	if r.sess.Revert == nil {
+		return r.sess, nil
+	}
+	if repo := r.repo(); repo != nil && r.sess.Revert.Snapshot != "" {
+		ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+		defer cancel()
+		if err := repo.Restore(ctx, r.sess.Revert.Snapshot); err != nil {
+			return r.sess, err
+		}
+	}
+	s := r.sess
+	s.Revert = nil
+	s.Time.Updated = r.m.now()
+	t := r.tx()
+	t.session(s)
+	if _, err := t.flush(); err != nil {
+		return r.sess, err
+	}
+	r.sess = s
+	return s, nil
+}
+
+// cleanupRevert makes a revert final when a new prompt arrives: the
+// messages from the revert point on are removed (message.removed each),
+// the model's history forgets them, and the session is no longer reverted.
+func (r *runner) cleanupRevert() error {
+	rev := r.sess.Revert
+	if rev == nil || r.turn != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+	defer cancel()
+	msgs, err := r.m.store.ListMessages(ctx, r.id)
+	if err != nil {
+		return err
+	}
+	at := slices.IndexFunc(msgs, func(mp opencode.MessageWithParts) bool { return mp.Info.ID == rev.MessageID })
+	t := r.tx()
+	keep := msgs
+	if at >= 0 {
+		keep = msgs[:at]
+		for _, mp := range msgs[at:] {
+			if rev.PartID != "" && mp.Info.ID == rev.MessageID {
+				// Revert inside a message: it stays, up to the part.
+				i := slices.IndexFunc(mp.Parts, func(p opencode.Part) bool { return p.ID == rev.PartID })
+				for _, p := range mp.Parts[max(i, 0):] {
+					t.batch.DeleteParts = append(t.batch.DeleteParts, p.ID)
+					t.live(opencode.EvPartRemoved, map[string]any{"sessionID": r.id, "messageID": mp.Info.ID, "partID": p.ID})
+				}
+				mp.Parts = mp.Parts[:max(i, 0)]
+				keep = append(keep, mp)
+				continue
+			}
+			t.batch.DeleteMessages = append(t.batch.DeleteMessages, mp.Info.ID)
+			t.live(opencode.EvMessageRemoved, map[string]any{"sessionID": r.id, "messageID": mp.Info.ID})
+		}
+	}
+	s := r.sess
+	s.Revert = nil
+	t.session(s)
+	if _, err := t.flush(); err != nil {
+		return err
+	}
+	r.sess = s
+	r.history = nil
+	for _, mp := range keep {
+		r.remember(mp)
+	}
+	return nil
+}

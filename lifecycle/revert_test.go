@@ -1,0 +1,105 @@
+package lifecycle_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
+	"github.com/opencode-server/opencode-server/internal/testserver"
+)
+
+// TestRevertUnrevert: /undo puts the files a turn wrote back as they were
+// and marks the session reverted; /redo brings them back; a prompt after a
+// revert removes the reverted messages for good.
+func TestRevertUnrevert(t *testing.T) {
+	stub := stubmodel.NewServer(t, stubmodel.Directives)
+	dir := t.TempDir()
+	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("old\n"), 0o644)
+	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), ""), Directory: dir})
+	c := newClient(t, srv)
+	events := eventLog(t, srv.URL)
+	sid := c.newSession()
+
+	first := newID()
+	body := `call:write {"filePath":"` + filepath.Join(dir, "new.txt") + `","content":"hello\n"} call:edit {"filePath":"` +
+		filepath.Join(dir, "keep.txt") + `","oldString":"old","newString":"NEW"} then: written`
+	c.must("POST", "/session/"+sid+"/message", v1Body(first, body, ""), 200)
+	second := newID()
+	c.must("POST", "/session/"+sid+"/message", v1Body(second, "second", ""), 200)
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			return "<missing>"
+		}
+		return string(b)
+	}
+	if read("new.txt") != "hello\n" || read("keep.txt") != "NEW\n" {
+		t.Fatalf("the turn did not write: new=%q keep=%q", read("new.txt"), read("keep.txt"))
+	}
+	// The step that wrote records its snapshot and a patch part.
+	var patched bool
+	for _, m := range c.messages(sid) {
+		for _, p := range m.Parts {
+			patched = patched || p.Type == "patch"
+		}
+	}
+	if !patched {
+		t.Error("no patch part for the step that changed files")
+	}
+
+	var sess struct {
+		Revert *struct{ MessageID, Snapshot, Diff string } `json:"revert"`
+	}
+	c.must("POST", "/session/"+sid+"/revert", map[string]any{"messageID": first}, 200).json(t, &sess)
+	if sess.Revert == nil || sess.Revert.MessageID != first || !strings.Contains(sess.Revert.Diff, "new.txt") {
+		t.Fatalf("revert answered %+v", sess.Revert)
+	}
+	if read("new.txt") != "<missing>" || read("keep.txt") != "old\n" {
+		t.Errorf("after revert: new=%q keep=%q", read("new.txt"), read("keep.txt"))
+	}
+	if n := len(c.messages(sid)); n != 5 {
+		t.Errorf("messages after revert = %d, want all 5 kept until the next prompt", n)
+	}
+
+	sess.Revert = nil // decoding leaves a field the answer lacks as it was
+	c.must("POST", "/session/"+sid+"/unrevert", nil, 200).json(t, &sess)
+	if sess.Revert != nil || read("new.txt") != "hello\n" || read("keep.txt") != "NEW\n" {
+		t.Errorf("after unrevert: revert=%+v new=%q keep=%q", sess.Revert, read("new.txt"), read("keep.txt"))
+	}
+
+	// Revert to the second prompt, then prompt again: the second turn's
+	// messages go, the first turn's stay.
+	c.must("POST", "/session/"+sid+"/revert", map[string]any{"messageID": second}, 200)
+	third := newID()
+	c.must("POST", "/session/"+sid+"/message", v1Body(third, "third", ""), 200)
+	var ids []string
+	for _, m := range c.messages(sid) {
+		ids = append(ids, m.Info.ID)
+		if m.Info.ID == second {
+			t.Errorf("the reverted message %s is still there", second)
+		}
+	}
+	if ids[0] != first || ids[len(ids)-2] != third {
+		t.Errorf("messages after the prompt = %v", ids)
+	}
+	waitFor(t, events, func(f frame) bool {
+		var p struct{ MessageID string }
+		json.Unmarshal(f.Properties, &p)
+		return f.Type == "message.removed" && p.MessageID == second
+	})
+	sess.Revert = nil
+	c.must("GET", "/session/"+sid, nil, 200).json(t, &sess)
+	if sess.Revert != nil {
+		t.Errorf("still reverted after a prompt: %+v", sess.Revert)
+	}
+	// Bad input.
+	c.must("POST", "/session/"+sid+"/revert", map[string]any{"messageID": newID()}, 404)
+	c.must("POST", "/session/"+sid+"/revert", map[string]any{}, 400)
+}

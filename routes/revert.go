@@ -1,0 +1,57 @@
+package routes
+
+import (
+	"net/http"
+
+	"github.com/opencode-server/opencode-server/identifier"
+)
+
+// revertBody is POST /session/{id}/revert.
+type revertBody struct {
+	MessageID string `json:"messageID" validate:"required"`
+	PartID    string `json:"partID,omitempty"`
+}
+
+// revert is the TUI's /undo: the files go back to before the message, the
+// session is marked reverted (the TUI hides the messages from there on).
+func (s *Server) revert(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var b revertBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return err
+	}
+	if err := validate.Struct(&b); err != nil {
+		return validationError(err, "")
+	}
+	if err := checkID(identifier.Message, b.MessageID, "messageID"); err != nil {
+		return err
+	}
+	if b.PartID != "" {
+		if err := checkID(identifier.Part, b.PartID, "partID"); err != nil {
+			return err
+		}
+	}
+	sess, err := s.m.Revert(detach(r.Context()), id, b.MessageID, b.PartID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+// unrevert is /redo: files and messages back as before the revert.
+func (s *Server) unrevert(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	sess, err := s.m.Unrevert(detach(r.Context()), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}

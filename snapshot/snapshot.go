@@ -1,0 +1,202 @@
+// Package snapshot records the state of a project's files at each model
+// step, as OpenCode does, so a session can be reverted to the files as they
+// were before a message and restored again. Each project gets a git
+// repository of its own under the data directory (never the project's own
+// .git): a snapshot is the tree hash of the work tree, .gitignore honoured.
+// Only projects inside a git work tree are tracked, as in OpenCode.
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Snapshots hands out the snapshot repository of each project directory.
+type Snapshots struct {
+	root string // <data>/snapshot
+	mu   sync.Mutex
+	reps map[string]*Repo
+}
+
+// New keeps snapshot repositories under dataDir/snapshot. An empty dataDir
+// (the in-memory store) keeps them in a temporary directory.
+func New(dataDir string) *Snapshots {
+	if dataDir == "" {
+		dataDir = filepath.Join(os.TempDir(), "opencode-server-snapshots")
+	}
+	return &Snapshots{root: filepath.Join(dataDir, "snapshot"), reps: map[string]*Repo{}}
+}
+
+// For returns the repository of the project at dir, or nil when dir is not
+// in a git work tree (or git is missing): nothing is tracked there.
+func (s *Snapshots) For(ctx context.Context, dir string) *Repo {
+	if s == nil || dir == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.reps[dir]; ok {
+		return r
+	}
+	var r *Repo
+	if out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--is-inside-work-tree").Output(); err == nil &&
+		strings.TrimSpace(string(out)) == "true" {
+		sum := sha1.Sum([]byte(dir))
+		r = &Repo{gitDir: filepath.Join(s.root, hex.EncodeToString(sum[:10])), work: dir}
+	}
+	s.reps[dir] = r
+	return r
+}
+
+// Repo is one project's snapshot repository. Its methods serialise on a
+// mutex: git's index is one file.
+type Repo struct {
+	gitDir, work string
+	mu           sync.Mutex
+	ready        bool
+}
+
+func (r *Repo) git(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir", r.gitDir, "--work-tree", r.work,
+		"-c", "core.autocrlf=false", "-c", "core.quotepath=false", "-c", "core.longpaths=true"}, args...)...)
+	cmd.Dir = r.work
+	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "GIT_INDEX_FILE="+filepath.Join(r.gitDir, "index"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("snapshot: git %s: %v: %s", args[0], err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return out, nil
+}
+
+func (r *Repo) init(ctx context.Context) error {
+	if r.ready {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(r.gitDir, "HEAD")); err != nil {
+		if err := os.MkdirAll(r.gitDir, 0o755); err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, "git", "init", "--quiet", "--bare", r.gitDir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("snapshot: git init: %v: %s", err, out)
+		}
+	}
+	r.ready = true
+	return nil
+}
+
+// Track records the work tree and returns its snapshot (a tree hash).
+func (r *Repo) Track(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.track(ctx)
+}
+
+func (r *Repo) track(ctx context.Context) (string, error) {
+	if err := r.init(ctx); err != nil {
+		return "", err
+	}
+	if _, err := r.git(ctx, "add", "--all", "--", "."); err != nil {
+		return "", err
+	}
+	out, err := r.git(ctx, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Restore puts the work tree back to snapshot hash: changed files get
+// their recorded content, files created since are removed. Ignored files
+// are left alone.
+func (r *Repo) Restore(ctx context.Context, hash string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur, err := r.track(ctx)
+	if err != nil {
+		return err
+	}
+	if cur == hash {
+		return nil
+	}
+	added, err := r.git(ctx, "diff-tree", "-r", "-z", "--name-only", "--no-renames", "--diff-filter=A", hash, cur)
+	if err != nil {
+		return err
+	}
+	for _, p := range strings.Split(string(added), "\x00") {
+		if p != "" {
+			_ = os.Remove(filepath.Join(r.work, p))
+		}
+	}
+	if _, err := r.git(ctx, "read-tree", hash); err != nil {
+		return err
+	}
+	_, err = r.git(ctx, "checkout-index", "--all", "--force")
+	return err
+}
+
+// Diff is the unified diff from snapshot a to snapshot b.
+func (r *Repo) Diff(ctx context.Context, a, b string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out, err := r.git(ctx, "diff", "--no-ext-diff", "--no-renames", a, b)
+	return strings.TrimRight(string(out), "\n"), err
+}
+
+// FileDiff is one file changed between two snapshots, as session.diff and
+// /session/{id}/diff carry it.
+type FileDiff struct {
+	File      string `json:"file"`
+	Patch     string `json:"patch,omitempty"`
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
+	Status    string `json:"status"` // added, deleted, modified
+}
+
+// Changed lists the files that differ between snapshots a and b.
+func (r *Repo) Changed(ctx context.Context, a, b string) ([]FileDiff, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := []FileDiff{}
+	if a == b {
+		return out, nil
+	}
+	num, err := r.git(ctx, "diff-tree", "-r", "--no-renames", "--numstat", a, b)
+	if err != nil {
+		return nil, err
+	}
+	st, err := r.git(ctx, "diff-tree", "-r", "--no-renames", "--name-status", a, b)
+	if err != nil {
+		return nil, err
+	}
+	status := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(st)), "\n") {
+		if k, p, ok := strings.Cut(line, "\t"); ok {
+			status[p] = map[string]string{"A": "added", "D": "deleted"}[k]
+			if status[p] == "" {
+				status[p] = "modified"
+			}
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(num)), "\n") {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) != 3 {
+			continue
+		}
+		add, _ := strconv.Atoi(f[0])
+		del, _ := strconv.Atoi(f[1])
+		out = append(out, FileDiff{File: f[2], Additions: add, Deletions: del, Status: status[f[2]]})
+	}
+	return out, nil
+}
