@@ -103,3 +103,58 @@ func TestRevertUnrevert(t *testing.T) {
 	c.must("POST", "/session/"+sid+"/revert", map[string]any{"messageID": newID()}, 404)
 	c.must("POST", "/session/"+sid+"/revert", map[string]any{}, 400)
 }
+
+// TestSummarize: /compact runs a compaction turn (a user message with a
+// compaction part, an assistant summary message of agent "compaction"), the
+// summarizer gets the conversation as a transcript without tools, and the
+// next turn's model sees only the summary and what follows.
+func TestSummarize(t *testing.T) {
+	stub := stubmodel.NewServer(t, stubmodel.Directives)
+	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), "")})
+	c := newClient(t, srv)
+	events := eventLog(t, srv.URL)
+	sid := c.newSession()
+	c.must("POST", "/session/"+sid+"/message", v1Body("", "remember the word banana", ""), 200)
+	var ok bool
+	c.must("POST", "/session/"+sid+"/summarize", map[string]any{"providerID": "stub", "modelID": stubmodel.ModelID}, 200).json(t, &ok)
+	if !ok {
+		t.Fatal("summarize answered false")
+	}
+	waitFor(t, events, func(f frame) bool { return f.Type == "session.compacted" })
+	reqs := stub.Requests()
+	var sum struct {
+		Messages []stubmodel.Message
+		Tools    []any
+	}
+	json.Unmarshal(reqs[len(reqs)-1], &sum)
+	last := sum.Messages[len(sum.Messages)-1].Content
+	if len(sum.Tools) != 0 || !strings.Contains(last, "<conversation>\n[User]: remember the word banana") ||
+		!strings.Contains(last, "[Assistant]: You said: remember the word banana") {
+		t.Errorf("summarizer request: tools=%d last=%q", len(sum.Tools), last)
+	}
+	ms := c.messages(sid)
+	if len(ms) != 4 {
+		t.Fatalf("messages = %d, want 4", len(ms))
+	}
+	raw := c.must("GET", "/session/"+sid+"/message", nil, 200).Body
+	if !strings.Contains(string(raw), `"type":"compaction","auto":false`) || !strings.Contains(string(raw), `"mode":"compaction"`) ||
+		!strings.Contains(string(raw), `"summary":true`) {
+		t.Errorf("compaction messages = %s", raw)
+	}
+
+	c.must("POST", "/session/"+sid+"/message", v1Body("", "next", ""), 200)
+	reqs = stub.Requests()
+	var next struct{ Messages []stubmodel.Message }
+	json.Unmarshal(reqs[len(reqs)-1], &next)
+	var roles []string
+	for _, m := range next.Messages {
+		roles = append(roles, m.Role+":"+strings.SplitN(m.Content, "\n", 2)[0])
+		if strings.Contains(m.Content, "remember the word banana") && m.Role == "user" {
+			t.Errorf("the model still sees the compacted prompt: %q", m.Content)
+		}
+	}
+	if len(roles) < 3 || roles[len(roles)-1] != "user:next" {
+		t.Errorf("next request messages = %q", roles)
+	}
+	c.must("POST", "/session/"+sid+"/summarize", map[string]any{"providerID": "nope", "modelID": "x"}, 400)
+}

@@ -107,6 +107,10 @@ type turn struct {
 	model     opencode.MessageModel
 	agent     string
 	steps     int
+	// compact: the turn summarizes transcript (the conversation before it)
+	// instead of answering.
+	compact    bool
+	transcript string
 }
 
 type step struct {
@@ -207,6 +211,11 @@ const interruptedPrefix = "Interrupted by server"
 // a user message's text; an assistant message's text and tool calls,
 // followed by the tool results.
 func (r *runner) remember(mp opencode.MessageWithParts) {
+	if isCompaction(mp) {
+		// The model's view starts over from the summary that follows.
+		r.history = []provider.Message{{Role: "user", Content: compactionQuestion, Memo: &provider.Memo{}}}
+		return
+	}
 	var b strings.Builder
 	var calls []provider.ToolCall
 	var results []provider.Message

@@ -52,6 +52,11 @@ func (r *runner) maybeStart() {
 		r.startStep()
 		return
 	}
+	if len(batch) == 1 && batch[0].Compact {
+		// The transcript is the conversation before the request: deliver
+		// starts the model's view over.
+		r.turn.compact, r.turn.transcript = true, transcript(r.history)
+	}
 	reply := r.deliver(batch, true)
 	if len(batch) == 1 && batch[0].Shell != "" {
 		r.startShellStep(batch[0].Shell)
@@ -179,9 +184,13 @@ func (r *runner) startStep() {
 	tu := r.turn
 	r.steps++
 	st := &step{n: r.steps}
+	agent := tu.agent
+	if tu.compact {
+		agent = compactionAgent
+	}
 	st.msg = opencode.Message{ID: identifier.NewMessage(), SessionID: r.id, Role: opencode.Assistant,
 		Time: opencode.MessageTime{Created: now}, ParentID: tu.parentID, ModelID: tu.model.ModelID,
-		ProviderID: tu.model.ProviderID, Mode: tu.agent, Agent: tu.agent,
+		ProviderID: tu.model.ProviderID, Mode: agent, Agent: agent, IsSummary: tu.compact,
 		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
 	st.snapshot = r.track()
 	start := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepStart,
@@ -204,6 +213,9 @@ func (r *runner) startStep() {
 		// A full slice expression: the call sees the history as it is now,
 		// while the runner keeps appending to its own (no copy per step).
 		Messages: r.history[:len(r.history):len(r.history)], Tools: r.m.specs}
+	if tu.compact {
+		req = compactionRequest(r.id, tu.model.ModelID, tu.transcript)
+	}
 	n := st.n
 	ctx := tu.ctx
 	prov := r.m.providerFor(tu.model)
@@ -441,7 +453,10 @@ func (r *runner) endStep(err error) {
 	// The boundary between model calls: steers admitted meanwhile join the
 	// turn here. Checking the inbox now, on the runner that owns it, is what
 	// keeps a steer that arrives as the turn ends from being stranded.
-	more := len(st.calls) > 0 && tu.steps < maxSteps
+	more := len(st.calls) > 0 && tu.steps < maxSteps && !tu.compact
+	if tu.compact {
+		t.live(opencode.EvSessionCompacted, map[string]any{"sessionID": r.id})
+	}
 	if steers := r.steers(); len(steers) > 0 {
 		if r.deliver(steers, false) {
 			more = true

@@ -34,6 +34,9 @@ type Input struct {
 	// Shell is a command the user typed (`!cmd`): its turn runs it with
 	// bash instead of calling the model.
 	Shell string `json:"shell,omitempty"`
+	// Compact asks for a compaction: its turn summarizes the conversation
+	// so far, and later turns start from that summary.
+	Compact bool `json:"compact,omitempty"`
 	// Shown: its user message was stored and announced at admission (the
 	// session was busy), as OpenCode shows a prompt the moment it is posted;
 	// delivery then keeps that message, revoke removes it.

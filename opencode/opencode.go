@@ -158,6 +158,8 @@ type Message struct {
 	Tokens     Tokens
 	Finish     string
 	Error      *NamedError
+	// IsSummary marks a compaction's summary (assistant "summary": true).
+	IsSummary bool
 }
 
 type userJSON struct {
@@ -187,13 +189,14 @@ type assistantJSON struct {
 	Cost       float64     `json:"cost"`
 	Tokens     Tokens      `json:"tokens"`
 	Finish     string      `json:"finish,omitempty"`
+	Summary    bool        `json:"summary,omitempty"`
 }
 
 // MarshalJSON encodes the shape of the message's role.
 func (m Message) MarshalJSON() ([]byte, error) {
 	if m.Role == Assistant {
 		return json.Marshal(assistantJSON{m.ID, m.SessionID, m.Role, m.Time, m.Error, m.ParentID,
-			m.ModelID, m.ProviderID, m.Mode, m.Agent, m.Path, m.Cost, m.Tokens, m.Finish})
+			m.ModelID, m.ProviderID, m.Mode, m.Agent, m.Path, m.Cost, m.Tokens, m.Finish, m.IsSummary})
 	}
 	model := m.Model
 	if model == nil {
@@ -217,14 +220,26 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 		Finish     string        `json:"finish"`
 		Time       MessageTime   `json:"time"`
 		Model      *MessageModel `json:"model"`
+		// summary is an object on a user message, true on a compaction's
+		// assistant message.
+		Summary json.RawMessage `json:"summary"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	*m = Message{ID: v.ID, SessionID: v.SessionID, Role: v.Role, Time: v.Time, Agent: v.Agent,
-		Model: v.Model, Summary: v.Summary, System: v.System, Tools: v.Tools,
+		Model: v.Model, System: v.System, Tools: v.Tools,
 		ParentID: v.ParentID, ModelID: v.ModelID, ProviderID: v.ProviderID, Mode: v.Mode,
 		Path: v.Path, Cost: v.Cost, Tokens: v.Tokens, Finish: v.Finish, Error: v.Error}
+	switch s := string(v.Summary); {
+	case s == "true":
+		m.IsSummary = true
+	case len(s) > 0 && s[0] == '{':
+		m.Summary = new(UserSummary)
+		if err := json.Unmarshal(v.Summary, m.Summary); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

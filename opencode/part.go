@@ -13,6 +13,7 @@ const (
 	PartAgent      = "agent"
 	PartSubtask    = "subtask"
 	PartPatch      = "patch"
+	PartCompaction = "compaction"
 )
 
 // PartTime is the time span of a text or reasoning part.
@@ -71,6 +72,9 @@ type Part struct {
 	Reason   string  `json:"reason,omitempty"`
 	Cost     float64 `json:"cost"`
 	Tokens   *Tokens `json:"tokens,omitempty"`
+
+	// compaction: a summarize request (Auto: the server asked for it)
+	Auto bool `json:"auto,omitempty"`
 
 	// patch: the files a step changed, from snapshot Hash on
 	Hash  string   `json:"hash,omitempty"`
@@ -157,6 +161,11 @@ func (p Part) MarshalJSON() ([]byte, error) {
 			Hash  string   `json:"hash"`
 			Files []string `json:"files"`
 		}{h, p.Hash, files})
+	case PartCompaction:
+		return json.Marshal(struct {
+			partHead
+			Auto bool `json:"auto"`
+		}{h, p.Auto})
 	case PartFile:
 		return json.Marshal(struct {
 			partHead

@@ -28,6 +28,7 @@ func (s *Server) mountCommands(r chi.Router) {
 	r.Post("/session/{sessionID}/shell", s.h(v1, s.shell))
 	r.Post("/session/{sessionID}/revert", s.h(v1, s.revert))
 	r.Post("/session/{sessionID}/unrevert", s.h(v1, s.unrevert))
+	r.Post("/session/{sessionID}/summarize", s.h(v1, s.summarize))
 	// Sharing uploads a session to a public service; this server never
 	// does, as OpenCode with "share": "disabled".
 	r.Post("/session/{sessionID}/share", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {

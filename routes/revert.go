@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // revertBody is POST /session/{id}/revert.
@@ -53,5 +55,40 @@ func (s *Server) unrevert(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+// summarizeBody is POST /session/{id}/summarize.
+type summarizeBody struct {
+	ProviderID string `json:"providerID" validate:"required"`
+	ModelID    string `json:"modelID" validate:"required"`
+	Auto       bool   `json:"auto,omitempty"`
+}
+
+// summarize is /compact: a compaction turn summarizes the conversation
+// with the given model; later turns start from the summary.
+func (s *Server) summarize(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var b summarizeBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return err
+	}
+	if err := validate.Struct(&b); err != nil {
+		return validationError(err, "")
+	}
+	if !s.m.HasModel(b.ProviderID, b.ModelID) {
+		return badRequest("Body", "modelID", "Model not found: "+b.ProviderID+"/"+b.ModelID)
+	}
+	in := lifecycle.CompactInput(id, identifier.NewMessage(), &opencode.MessageModel{ProviderID: b.ProviderID, ModelID: b.ModelID}, b.Auto)
+	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
+		return err
+	}
+	if _, err := s.m.Wait(r.Context(), id, in.ID); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, true)
 	return nil
 }

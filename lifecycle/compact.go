@@ -1,0 +1,89 @@
+package lifecycle
+
+import (
+	"strings"
+
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/provider"
+)
+
+// compactionAgent names the summary message's agent and mode, as OpenCode's.
+const compactionAgent = "compaction"
+
+// compactionQuestion stands for the compaction request in the model's
+// view after a summary: the summary answers it.
+const compactionQuestion = "What did we do so far?"
+
+// CompactInput is a summarize request (`/compact`): queued, so it runs as
+// its own turn once the session is idle, with the model that summarizes.
+func CompactInput(sessionID, messageID string, model *opencode.MessageModel, auto bool) *opencode.Input {
+	return &opencode.Input{ID: messageID, SessionID: sessionID, Delivery: opencode.Queue, Compact: true, Model: model,
+		Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartCompaction, Auto: auto}}}
+}
+
+// isCompaction reports whether a stored message is a compaction request.
+func isCompaction(mp opencode.MessageWithParts) bool {
+	if mp.Info.Role != opencode.User {
+		return false
+	}
+	for _, p := range mp.Parts {
+		if p.Type == opencode.PartCompaction {
+			return true
+		}
+	}
+	return false
+}
+
+// transcript renders the model's view of the conversation as text for the
+// summarizer: who said what, tool calls and their results.
+func transcript(history []provider.Message) string {
+	var b strings.Builder
+	for _, m := range history {
+		switch m.Role {
+		case "user":
+			b.WriteString("[User]: " + m.Content + "\n\n")
+		case "assistant":
+			if m.Content != "" {
+				b.WriteString("[Assistant]: " + m.Content + "\n\n")
+			}
+			for _, c := range m.ToolCalls {
+				b.WriteString("[Assistant tool call]: " + c.Name + "(" + string(c.Arguments) + ")\n")
+			}
+		case "tool":
+			b.WriteString("[Tool result]: " + m.Content + "\n\n")
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// compactionRequest asks the model for a summary another agent can
+// continue from.
+func compactionRequest(sessionID, modelID, conversation string) provider.Request {
+	return provider.Request{SessionID: sessionID, ModelID: modelID, System: compactionSystem,
+		Messages: []provider.Message{{Role: "user", Memo: &provider.Memo{},
+			Content: "Here is the conversation so far:\n\n<conversation>\n" + conversation + "\n</conversation>\n\n" + compactionPrompt}}}
+}
+
+const compactionSystem = "You summarize coding sessions so that another coding agent can take over the work without the conversation."
+
+const compactionPrompt = `Write a summary of the conversation above for the agent that continues this work. Use exactly these Markdown sections, in this order, each one kept even when empty ("(none)"):
+
+## Objective
+What the user wants, in one or two sentences.
+
+## Important Details
+Constraints, preferences, decisions with their reasons, and facts the next agent needs.
+
+## Work State
+### Completed
+### Active
+### Blocked
+
+## Next Move
+The next concrete steps, numbered.
+
+## Relevant Files
+Each path that matters, with why.
+
+Be terse: bullets, not paragraphs. Keep exact file paths, symbols, commands, error messages and identifiers. Do not mention that this is a summary.`
