@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/opencode-server/opencode-server/identifier"
@@ -36,4 +37,13 @@ func (r *runner) startShellStep(command string) {
 	r.tx().message(st.msg)
 	args, _ := json.Marshal(map[string]string{"command": command})
 	r.toolCall(st, &provider.ToolCall{ID: "call_" + identifier.NewPart()[4:], Name: "bash", Arguments: args})
+}
+
+// CommandExecuted announces that a slash command's turn ended, as OpenCode
+// does after the session goes idle; messageID is the command's answer.
+func (m *Manager) CommandExecuted(ctx context.Context, sessionID, name, arguments, messageID string) error {
+	return m.do(ctx, sessionID, func(r *runner) {
+		r.publishLive(opencode.EvCommandExecuted, map[string]any{"name": name, "sessionID": sessionID,
+			"arguments": arguments, "messageID": messageID})
+	})
 }

@@ -87,6 +87,7 @@ const (
 	EvSessionError     = "session.error"
 	EvSessionDiff      = "session.diff"
 	EvSessionCompacted = "session.compacted"
+	EvCommandExecuted  = "command.executed"
 	EvMessageUpdated   = "message.updated"
 	EvMessageRemoved   = "message.removed"
 	EvPartUpdated      = "message.part.updated"

@@ -39,7 +39,7 @@ func (s *Server) mountCommands(r chi.Router) {
 		if _, err := s.m.GetSession(r.Context(), id); err != nil {
 			return err
 		}
-		return badRequest("Body", "", "Sharing is disabled on this server")
+		return badRequest("Body", "", "Sharing is disabled in configuration")
 	}))
 	r.Delete("/session/{sessionID}/share", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {
 		id, err := sessionID(r)
@@ -137,6 +137,9 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	}
 	res, err := s.m.Wait(r.Context(), id, in.ID)
 	if err != nil {
+		return err
+	}
+	if err := s.m.CommandExecuted(detach(r.Context()), id, cmd.Name, b.Arguments, res.Message.Info.ID); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, res.Message)

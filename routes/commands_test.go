@@ -53,7 +53,7 @@ func TestCommandRoutes(t *testing.T) {
 	}{
 		{"POST", "/session/" + ses + "/command", `{"command":"nope"}`, 400, "Command not found"},
 		{"POST", "/session/" + ses + "/command", `{"arguments":"x"}`, 400, "command"},
-		{"POST", "/session/" + ses + "/share", ``, 400, "Sharing is disabled"},
+		{"POST", "/session/" + ses + "/share", ``, 400, "Sharing is disabled in configuration"},
 		{"DELETE", "/session/" + ses + "/share", ``, 200, `"id":"` + ses + `"`},
 		{"POST", "/session/" + nosuch + "/share", ``, 404, nosuch},
 		{"GET", "/api/health", ``, 200, `{"healthy":true}`},
@@ -122,6 +122,32 @@ func TestShellRoute(t *testing.T) {
 	}{{`{"command":"ls"}`, 400}, {`{"agent":"build"}`, 400}, {`{"agent":"nope","command":"ls"}`, 400}} {
 		if r := c.must("POST", "/session/"+ses+"/shell", "application/json", []byte(tc.body)); r.status != tc.status {
 			t.Errorf("shell %s = %d %s", tc.body, r.status, r.body)
+		}
+	}
+}
+
+// TestHeadAndAllow: HEAD answers wherever GET does, without a body, and a
+// 405's Allow lists the methods that really work there, HEAD included.
+func TestHeadAndAllow(t *testing.T) {
+	c := biStart(t, testserver.Options{})
+	ses := c.newSession()
+	for _, p := range []string{"/session", "/global/health", "/session/" + ses, "/api/session/" + ses + "/message", "/find/file?query=x"} {
+		r, err := c.send("HEAD", p, "", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.status != 200 || len(r.body) != 0 {
+			t.Errorf("HEAD %s = %d %q", p, r.status, r.body)
+		}
+	}
+	for _, tc := range []struct{ method, path, allow string }{
+		{"POST", "/global/health", "GET, HEAD"},
+		{"PUT", "/session/" + ses, "GET, HEAD, PATCH, DELETE"},
+		{"GET", "/session/" + ses + "/abort", "POST"},
+	} {
+		r, _ := c.send(tc.method, tc.path, "application/json", []byte("{}"), nil)
+		if r.status != 405 || r.header.Get("Allow") != tc.allow {
+			t.Errorf("%s %s = %d Allow %q, want 405 Allow %q", tc.method, tc.path, r.status, r.header.Get("Allow"), tc.allow)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -54,6 +55,7 @@ type Server struct {
 	m       *lifecycle.Manager
 	log     *slog.Logger
 	streams *streamLimiter
+	routes  routeTable
 }
 
 // New returns the router.
@@ -88,7 +90,7 @@ func New(cfg Config) http.Handler {
 		if isV2(r) {
 			fam = v2
 		}
-		if allow := allowedMethods(r); allow != "" {
+		if allow := s.routes.allowed(r.URL.Path); allow != "" {
 			w.Header().Set("Allow", allow)
 		}
 		writeError(w, r, fam, s.log, &httpError{Status: http.StatusMethodNotAllowed, Msg: "Method " + r.Method + " not allowed on " + r.URL.Path})
@@ -98,23 +100,73 @@ func New(cfg Config) http.Handler {
 	s.mountCatalog(r)
 	s.mountFiles(r)
 	s.mountCommands(r)
-	return r
+	s.routes = newRouteTable(r)
+	return router{r}
 }
 
-// allowedMethods lists the methods the request's path has, for 405's Allow.
-func allowedMethods(r *http.Request) string {
-	rctx := chi.RouteContext(r.Context())
-	if rctx == nil || rctx.Routes == nil {
-		return ""
+// routeTable is every mounted (method, path pattern), for 405's Allow:
+// chi's own matching counts a mounted subrouter as allowing every method.
+type routeTable []struct {
+	method string
+	re     *regexp.Regexp
+}
+
+func newRouteTable(r chi.Routes) routeTable {
+	var t routeTable
+	_ = chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		if len(route) > 1 {
+			route = strings.TrimSuffix(route, "/")
+		}
+		// A {param} (braces escaped by QuoteMeta) matches one segment.
+		pat := regexp.MustCompile(`\\\{[^}]+\\\}`).ReplaceAllString(regexp.QuoteMeta(route), `[^/]+`)
+		t = append(t, struct {
+			method string
+			re     *regexp.Regexp
+		}{method, regexp.MustCompile("^" + pat + "/?$")})
+		return nil
+	})
+	return t
+}
+
+// allowed lists the methods path has, HEAD wherever GET is.
+func (t routeTable) allowed(path string) string {
+	has := map[string]bool{}
+	for _, e := range t {
+		if e.re.MatchString(path) {
+			has[e.method] = true
+		}
 	}
 	var out []string
 	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-		if rctx.Routes.Match(chi.NewRouteContext(), m, r.URL.Path) {
+		if has[m] || (m == http.MethodHead && has[http.MethodGet]) {
 			out = append(out, m)
 		}
 	}
 	return strings.Join(out, ", ")
 }
+
+// router is the chi router, answering HEAD with the GET handler and the
+// body discarded (chi has HEAD routes only where registered).
+type router struct{ *chi.Mux }
+
+func (rt router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodHead {
+		rt.Mux.ServeHTTP(w, r)
+		return
+	}
+	r2 := r.Clone(r.Context())
+	r2.Method = http.MethodGet
+	rt.Mux.ServeHTTP(headWriter{w}, r2)
+}
+
+// headWriter drops the body of a HEAD answer.
+type headWriter struct{ http.ResponseWriter }
+
+func (h headWriter) Write(b []byte) (int, error) { return len(b), nil }
+
+// Unwrap lets http.ResponseController reach the connection (flushes,
+// deadlines) through the wrapper.
+func (h headWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 func isV2(r *http.Request) bool {
 	p := r.URL.Path

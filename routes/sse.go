@@ -139,6 +139,13 @@ func durablePayload(e *opencode.Event) []byte {
 // connectionFrame is a frame the stream itself originates (connected,
 // heartbeat); its event ID is the stream's own, not one lifecycle owns.
 func connectionFrame(kind opencode.FrameKind, typ string) []byte {
+	if kind == opencode.FrameNative {
+		// /api/event: {id, type, data}; heartbeats are SSE comments.
+		if typ == opencode.EvHeartbeat {
+			return []byte(": heartbeat\n\n")
+		}
+		return []byte(`data: {"id":"` + identifier.NewEvent() + `","type":"` + typ + `","data":{}}` + "\n\n: heartbeat\n\n")
+	}
 	payload := `{"id":"` + identifier.NewEvent() + `","type":"` + typ + `","properties":{}}`
 	if kind == opencode.FrameGlobal {
 		return []byte(`data: {"payload":` + payload + "}\n\n")

@@ -553,23 +553,31 @@ func (s *Server) v2SessionEvents(w http.ResponseWriter, r *http.Request) error {
 }
 
 // frameNative is an /api/event frame: the v2 native payload {id, type,
-// durable?, data}.
+// durable?, location?, data}, as OpenCode sends it.
 func frameNative(e *opencode.Event) []byte {
 	return e.Frame(opencode.FrameNative, func(e *opencode.Event) []byte {
 		var b bytes.Buffer
-		b.WriteString("data: ")
+		b.WriteString(`data: {"id":`)
+		writeString(&b, e.ID)
+		b.WriteString(`,"type":`)
+		writeString(&b, e.Type)
 		if e.Durable {
-			b.Write(durablePayload(e))
-		} else {
-			b.WriteString(`{"id":`)
-			writeString(&b, e.ID)
-			b.WriteString(`,"type":`)
-			writeString(&b, e.Type)
-			b.WriteString(`,"data":`)
-			b.Write(e.Data)
+			b.WriteString(`,"durable":{"aggregateID":`)
+			writeString(&b, e.SessionID)
+			b.WriteString(`,"seq":`)
+			b.WriteString(strconv.FormatInt(e.Seq, 10))
+			b.WriteString(`,"version":`)
+			b.WriteString(strconv.Itoa(max(e.Version, 1)))
 			b.WriteByte('}')
 		}
-		b.WriteString("\n\n")
+		if e.Directory != "" {
+			b.WriteString(`,"location":{"directory":`)
+			writeString(&b, e.Directory)
+			b.WriteByte('}')
+		}
+		b.WriteString(`,"data":`)
+		b.Write(e.Data)
+		b.WriteString("}\n\n")
 		return b.Bytes()
 	})
 }
@@ -587,7 +595,7 @@ func (s *Server) v2AllEvents(w http.ResponseWriter, r *http.Request) {
 	sseHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	sw := &streamWriter{w: w, rc: http.NewResponseController(w)}
-	if !sw.write(connectionFrame(opencode.FrameV1, opencode.EvServerConnected)) || !sw.flush() {
+	if !sw.write(connectionFrame(opencode.FrameNative, opencode.EvServerConnected)) || !sw.flush() {
 		return
 	}
 	s.pump(r, sw, sub, opencode.FrameNative, frameNative, nil)
