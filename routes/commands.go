@@ -29,6 +29,7 @@ func (s *Server) mountCommands(r chi.Router) {
 	r.Post("/session/{sessionID}/revert", s.h(v1, s.revert))
 	r.Post("/session/{sessionID}/unrevert", s.h(v1, s.unrevert))
 	r.Post("/session/{sessionID}/summarize", s.h(v1, s.summarize))
+	r.Post("/session/{sessionID}/fork", s.h(v1, s.fork))
 	// Sharing uploads a session to a public service; this server never
 	// does, as OpenCode with "share": "disabled".
 	r.Post("/session/{sessionID}/share", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {
@@ -73,7 +74,7 @@ type commandBody struct {
 	Agent     string            `json:"agent,omitempty"`
 	Model     string            `json:"model,omitempty"`
 	Command   string            `json:"command" validate:"required"`
-	Arguments string            `json:"arguments"`
+	Arguments *string           `json:"arguments" validate:"required"`
 	Variant   string            `json:"variant,omitempty"`
 	Parts     []json.RawMessage `json:"parts,omitempty"`
 }
@@ -123,7 +124,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		mid = identifier.NewMessage()
 	}
-	parts := []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: command.Expand(cmd.Template, b.Arguments)}}
+	parts := []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: command.Expand(cmd.Template, *b.Arguments)}}
 	if len(b.Parts) > 0 {
 		extra, err := decodeParts(b.Parts)
 		if err != nil {
@@ -139,7 +140,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.m.CommandExecuted(detach(r.Context()), id, cmd.Name, b.Arguments, res.Message.Info.ID); err != nil {
+	if err := s.m.CommandExecuted(detach(r.Context()), id, cmd.Name, *b.Arguments, res.Message.Info.ID); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, res.Message)

@@ -51,7 +51,8 @@ func TestCommandRoutes(t *testing.T) {
 		status             int
 		has                string
 	}{
-		{"POST", "/session/" + ses + "/command", `{"command":"nope"}`, 400, "Command not found"},
+		{"POST", "/session/" + ses + "/command", `{"command":"nope","arguments":""}`, 400, "Command not found"},
+		{"POST", "/session/" + ses + "/command", `{"command":"hello"}`, 400, "arguments"},
 		{"POST", "/session/" + ses + "/command", `{"arguments":"x"}`, 400, "command"},
 		{"POST", "/session/" + ses + "/share", ``, 400, "Sharing is disabled in configuration"},
 		{"DELETE", "/session/" + ses + "/share", ``, 200, `"id":"` + ses + `"`},
@@ -149,5 +150,57 @@ func TestHeadAndAllow(t *testing.T) {
 		if r.status != 405 || r.header.Get("Allow") != tc.allow {
 			t.Errorf("%s %s = %d Allow %q, want 405 Allow %q", tc.method, tc.path, r.status, r.header.Get("Allow"), tc.allow)
 		}
+	}
+}
+
+// TestFork: a fork copies the messages before the given one (all without
+// one) under new IDs, parents remapped, titled "(fork #N)".
+func TestFork(t *testing.T) {
+	c := biStart(t, testserver.Options{})
+	ses := c.newSession()
+	var first, second struct{ Info struct{ ID, ParentID string } }
+	json.Unmarshal(c.must("POST", "/session/"+ses+"/message", "application/json", []byte(`{"parts":[{"type":"text","text":"one"}]}`)).body, &first)
+	json.Unmarshal(c.must("POST", "/session/"+ses+"/message", "application/json", []byte(`{"parts":[{"type":"text","text":"two"}]}`)).body, &second)
+	type msg struct {
+		Info  struct{ ID, SessionID, ParentID, Role string }
+		Parts []struct{ ID, MessageID, Text string }
+	}
+	fork := func(body string) (string, string, []msg) {
+		r := c.must("POST", "/session/"+ses+"/fork", "application/json", []byte(body))
+		var s struct{ ID, Title string }
+		if json.Unmarshal(r.body, &s); r.status != 200 || s.ID == ses {
+			t.Fatalf("fork %s = %d %s", body, r.status, r.body)
+		}
+		var ms []msg
+		json.Unmarshal(c.must("GET", "/session/"+s.ID+"/message", "", nil).body, &ms)
+		return s.ID, s.Title, ms
+	}
+	all, title, ms := fork(`{}`)
+	if len(ms) != 4 || !strings.HasSuffix(title, " (fork #1)") {
+		t.Fatalf("fork of all: %d messages, title %q", len(ms), title)
+	}
+	for i, m := range ms {
+		if m.Info.SessionID != all || m.Info.ID == first.Info.ID || m.Info.ID == second.Info.ParentID {
+			t.Errorf("copied message %d = %+v", i, m.Info)
+		}
+		if m.Info.Role == "assistant" && m.Info.ParentID != ms[i-1].Info.ID {
+			t.Errorf("assistant %s parent %s, want %s", m.Info.ID, m.Info.ParentID, ms[i-1].Info.ID)
+		}
+		for _, p := range m.Parts {
+			if p.MessageID != m.Info.ID {
+				t.Errorf("part %s of %s says message %s", p.ID, m.Info.ID, p.MessageID)
+			}
+		}
+	}
+	_, _, ms = fork(`{"messageID":"` + second.Info.ParentID + `"}`)
+	if len(ms) != 2 || ms[0].Parts[0].Text != "one" {
+		t.Errorf("fork before the second prompt: %d messages", len(ms))
+	}
+	r := c.must("POST", "/session/"+all+"/fork", "application/json", nil)
+	if !strings.Contains(string(r.body), `(fork #2)"`) {
+		t.Errorf("fork of a fork = %s", r.body)
+	}
+	if r := c.must("POST", "/session/"+nosuch+"/fork", "application/json", nil); r.status != 404 {
+		t.Errorf("fork of an unknown session = %d", r.status)
 	}
 }

@@ -92,3 +92,31 @@ func (s *Server) summarize(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, true)
 	return nil
 }
+
+// forkBody is POST /session/{id}/fork.
+type forkBody struct {
+	MessageID string `json:"messageID,omitempty"`
+}
+
+// fork copies the session (up to a message) into a new one.
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var b forkBody
+	if err := decodeBody(r, &b, true); err != nil {
+		return err
+	}
+	if b.MessageID != "" {
+		if err := checkID(identifier.Message, b.MessageID, "messageID"); err != nil {
+			return err
+		}
+	}
+	sess, err := s.m.Fork(detach(r.Context()), id, b.MessageID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
