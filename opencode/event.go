@@ -54,6 +54,8 @@ func (e *Event) Frame(kind FrameKind, enc func(*Event) []byte) []byte {
 const (
 	EvPromptAdmitted   = "session.next.prompt.admitted"
 	EvPrompted         = "session.next.prompted"
+	EvAgentSwitched    = "session.next.agent.switched"
+	EvModelSwitched    = "session.next.model.switched"
 	EvStepStarted      = "session.next.step.started"
 	EvStepEnded        = "session.next.step.ended"
 	EvStepFailed       = "session.next.step.failed"

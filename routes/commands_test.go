@@ -204,3 +204,42 @@ func TestFork(t *testing.T) {
 		t.Errorf("fork of an unknown session = %d", r.status)
 	}
 }
+
+// TestV2SwitchAndContext: agent and model switches answer 204, change the
+// session's defaults and appear in the v2 context with the messages.
+func TestV2SwitchAndContext(t *testing.T) {
+	c := biStart(t, testserver.Options{})
+	ses := c.newSession()
+	c.must("POST", "/session/"+ses+"/message", "application/json", []byte(`{"parts":[{"type":"text","text":"one"}]}`))
+	for _, tc := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/agent", `{"agent":"plan"}`, 204},
+		{"/agent", `{"agent":"nope"}`, 400},
+		{"/agent", `{}`, 400},
+		{"/model", `{"model":{"id":"scripted-model","providerID":"scripted"}}`, 204},
+		{"/model", `{"providerID":"scripted","modelID":"scripted-model"}`, 400},
+		{"/model", `{"model":{"id":"x","providerID":"y"}}`, 400},
+	} {
+		if r := c.must("POST", "/api/session/"+ses+tc.path, "application/json", []byte(tc.body)); r.status != tc.status {
+			t.Errorf("POST %s %s = %d %s", tc.path, tc.body, r.status, r.body)
+		}
+	}
+	r := c.must("GET", "/session/"+ses, "", nil)
+	if !strings.Contains(string(r.body), `"agent":"plan"`) {
+		t.Errorf("session after the switch = %s", r.body)
+	}
+	var ctx struct {
+		Data []struct{ ID, Type, Agent string }
+	}
+	json.Unmarshal(c.must("GET", "/api/session/"+ses+"/context", "", nil).body, &ctx)
+	var types []string
+	for _, e := range ctx.Data {
+		types = append(types, e.Type)
+	}
+	// The scripted model is the session's already: that switch is a no-op.
+	if strings.Join(types, ",") != "user,assistant,agent-switched" {
+		t.Errorf("context types = %v", types)
+	}
+}
