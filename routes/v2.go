@@ -118,50 +118,86 @@ func (s *Server) v2CreateSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-var nullCursor = map[string]any{"previous": nil, "next": nil}
-
 func (s *Server) v2ListSessions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if q.Get("cursor") != "" {
-		return &httpError{Status: http.StatusBadRequest, Msg: "Invalid cursor", Field: "cursor", Kind: "Query"}
-	}
-	limit := 50
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return badRequest("Query", "limit", "Expected a positive integer at [\"limit\"]")
-		}
-		limit = n
+	limit, err := pageLimit(r, 50)
+	if err != nil {
+		return err
 	}
 	order := q.Get("order")
 	if order != "" && order != "asc" && order != "desc" {
 		return badRequest("Query", "order", "Expected \"asc\" or \"desc\" at [\"order\"]")
 	}
+	var cur *pageCursor
+	if v := q.Get("cursor"); v != "" {
+		c, err := parseCursor(v)
+		if err != nil || c.Anchor == nil {
+			return errCursor
+		}
+		cur, order = &c, c.Order
+	}
 	all, err := s.m.ListSessions(r.Context())
 	if err != nil {
 		return err
 	}
-	sort.SliceStable(all, func(i, j int) bool {
-		if order == "asc" {
-			return all[i].Time.Created < all[j].Time.Created
+	// Newest created first (oldest with order=asc), ties by ID (ses_ IDs
+	// descend with time, so the smaller is the newer): a total order an
+	// anchor can point into.
+	before := func(a, b opencode.Session) bool {
+		if a.Time.Created != b.Time.Created {
+			return (a.Time.Created > b.Time.Created) != (order == "asc")
 		}
-		return all[i].Time.Created > all[j].Time.Created
-	})
+		return (a.ID < b.ID) != (order == "asc")
+	}
+	sort.SliceStable(all, func(i, j int) bool { return before(all[i], all[j]) })
 	search := strings.ToLower(q.Get("search"))
-	out := []sessionV2{}
+	dir := q.Get("directory")
+	matched := all[:0:0]
 	for _, ss := range all {
 		if search != "" && !strings.Contains(strings.ToLower(ss.Title), search) {
 			continue
 		}
-		if d := q.Get("directory"); d != "" && ss.Directory != d {
+		if dir != "" && ss.Directory != dir {
 			continue
 		}
-		out = append(out, toV2(ss))
-		if len(out) == limit {
-			break
+		matched = append(matched, ss)
+	}
+	start, end := 0, len(matched)
+	if cur != nil {
+		a := opencode.Session{ID: cur.Anchor.ID, Time: opencode.SessionTime{Created: cur.Anchor.Time}}
+		// The anchor need not exist any more: its position is enough.
+		i := sort.Search(len(matched), func(i int) bool { return !before(matched[i], a) })
+		if cur.Anchor.Direction == "next" {
+			if i < len(matched) && matched[i].ID == a.ID {
+				i++
+			}
+			start = i
+		} else {
+			end = i
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": out, "cursor": nullCursor})
+	if end-start > limit {
+		if cur != nil && cur.Anchor.Direction == "previous" {
+			start = end - limit
+		} else {
+			end = start + limit
+		}
+	}
+	out := make([]sessionV2, 0, end-start)
+	for _, ss := range matched[start:end] {
+		out = append(out, toV2(ss))
+	}
+	var prev, next pageCursor
+	if n := len(out); n > 0 {
+		o := ""
+		if order == "asc" {
+			o = "asc"
+		}
+		first, last := matched[start], matched[end-1]
+		prev = pageCursor{Anchor: &sessionAnchor{ID: first.ID, Time: first.Time.Created, Direction: "previous"}, Order: o}
+		next = pageCursor{Anchor: &sessionAnchor{ID: last.ID, Time: last.Time.Created, Direction: "next"}, Order: o}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": out, "cursor": cursors(len(out) == 0, prev, next)})
 	return nil
 }
 
@@ -383,37 +419,47 @@ func (s *Server) v2Messages(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	if q.Get("cursor") != "" {
-		return &httpError{Status: http.StatusBadRequest, Msg: "Invalid cursor", Field: "cursor", Kind: "Query"}
-	}
-	limit := 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return badRequest("Query", "limit", "Expected a positive integer at [\"limit\"]")
-		}
-		limit = n
+	limit, err := pageLimit(r, 100)
+	if err != nil {
+		return err
 	}
 	order := q.Get("order")
 	if order != "" && order != "asc" && order != "desc" {
 		return badRequest("Query", "order", "Expected \"asc\" or \"desc\" at [\"order\"]")
 	}
-	msgs, err := s.m.Messages(r.Context(), id)
+	pq := lifecycle.PageQuery{Limit: limit}
+	if v := q.Get("cursor"); v != "" {
+		if order != "" {
+			return &httpError{Status: http.StatusBadRequest, Msg: "Do not combine cursor with order", Field: "cursor", Kind: "Query"}
+		}
+		c, err := parseCursor(v)
+		if err != nil || c.ID == "" {
+			return errCursor
+		}
+		order, pq.Anchor, pq.Before = c.Order, c.ID, c.Direction == "previous"
+	}
+	if order == "" {
+		order = "desc" // newest first, as the real server
+	}
+	pq.Desc = order == "desc"
+	msgs, err := s.m.MessagesPage(r.Context(), id, pq)
 	if err != nil {
+		var oe *opencode.Error
+		if errors.As(err, &oe) && oe.Code == opencode.EInvalid {
+			return errCursor
+		}
 		return err
 	}
 	out := make([]map[string]any, 0, len(msgs))
-	for i := range msgs {
-		mp := msgs[i]
-		if order != "asc" {
-			mp = msgs[len(msgs)-1-i] // newest first, as the real server
-		}
+	for _, mp := range msgs {
 		out = append(out, messageV2(mp))
-		if limit > 0 && len(out) == limit {
-			break
-		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"data": out, "cursor": nullCursor})
+	var prev, next pageCursor
+	if n := len(msgs); n > 0 {
+		prev = pageCursor{ID: msgs[0].Info.ID, Order: order, Direction: "previous"}
+		next = pageCursor{ID: msgs[n-1].Info.ID, Order: order, Direction: "next"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"data": out, "cursor": cursors(len(out) == 0, prev, next)})
 	return nil
 }
 

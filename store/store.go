@@ -54,6 +54,14 @@ func (b *Batch) Empty() bool {
 		len(b.DeleteMessages) == 0 && len(b.DeleteParts) == 0 && len(b.Admit) == 0 && len(b.Inputs) == 0 && len(b.Events) == 0
 }
 
+// PageQuery selects a page of messages: see Store.MessagesPage.
+type PageQuery struct {
+	Anchor string
+	Before bool
+	Desc   bool
+	Limit  int
+}
+
 // Store is the durable state. All methods are safe for concurrent use; the
 // lifecycle layer guarantees one writer per session.
 type Store interface {
@@ -70,6 +78,12 @@ type Store interface {
 	// ListMessages returns a session's messages with their parts in creation order.
 	ListMessages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error)
 	GetMessage(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error)
+	// MessagesPage reads one page of a session's messages with their parts,
+	// doing only that page's work. q.Desc lists newest first. With an
+	// anchor (a message of the session, else ErrNotFound) the page holds
+	// the messages after it in that order, or with q.Before the ones just
+	// before it; the page keeps the order either way.
+	MessagesPage(ctx context.Context, sessionID string, q PageQuery) ([]opencode.MessageWithParts, error)
 	// MessageExists reports whether any session has a message with this ID.
 	MessageExists(ctx context.Context, messageID string) (bool, error)
 

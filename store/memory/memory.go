@@ -231,6 +231,15 @@ func (m *Store) ListMessages(_ context.Context, sessionID string) ([]opencode.Me
 	return out, nil
 }
 
+// MessagesPage implements store.Store.
+func (m *Store) MessagesPage(ctx context.Context, sessionID string, q store.PageQuery) ([]opencode.MessageWithParts, error) {
+	all, err := m.ListMessages(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return store.Page(all, q, func(mp opencode.MessageWithParts) string { return mp.Info.ID })
+}
+
 // GetMessage implements store.Store.
 func (m *Store) GetMessage(_ context.Context, sessionID, messageID string) (opencode.MessageWithParts, error) {
 	m.mu.RLock()

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -744,6 +746,100 @@ func (s *Store) ListMessages(ctx context.Context, sessionID string) ([]opencode.
 			return nil, err
 		}
 		return nil, fmt.Errorf("sqlite: list messages: %w", err)
+	}
+	return out, nil
+}
+
+// MessagesPage implements store.Store: it reads only the page's messages
+// and their parts, seeking by the anchor's creation position.
+func (s *Store) MessagesPage(ctx context.Context, sessionID string, q store.PageQuery) ([]opencode.MessageWithParts, error) {
+	var out []opencode.MessageWithParts
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		ok, err := sessionExists(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return store.ErrNotFound
+		}
+		// Walking newest first forward, or oldest first backward, reads
+		// descending creation positions.
+		down := q.Desc != q.Before
+		cmp, dir := ">", "ASC"
+		if down {
+			cmp, dir = "<", "DESC"
+		}
+		query := `SELECT id, json FROM messages WHERE session_id = ?`
+		args := []any{sessionID}
+		if q.Anchor != "" {
+			var ord int64
+			err := tx.QueryRowContext(ctx, `SELECT ord FROM messages WHERE id = ? AND session_id = ?`, q.Anchor, sessionID).Scan(&ord)
+			if errors.Is(err, sql.ErrNoRows) {
+				return store.ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			query += ` AND ord ` + cmp + ` ?`
+			args = append(args, ord)
+		}
+		query += ` ORDER BY ord ` + dir
+		if q.Limit > 0 {
+			query += ` LIMIT ?`
+			args = append(args, q.Limit)
+		}
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		out = []opencode.MessageWithParts{}
+		var ids []any
+		for rows.Next() {
+			var id string
+			var js []byte
+			if err := rows.Scan(&id, &js); err != nil {
+				return err
+			}
+			var m opencode.Message
+			if err := json.Unmarshal(js, &m); err != nil {
+				return fmt.Errorf("decode message: %w", err)
+			}
+			out = append(out, opencode.MessageWithParts{Info: m})
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		if q.Before {
+			slices.Reverse(out)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		prows, err := tx.QueryContext(ctx, `SELECT message_id, json FROM parts WHERE message_id IN (?`+
+			strings.Repeat(",?", len(ids)-1)+`) ORDER BY ord`, ids...)
+		if err != nil {
+			return err
+		}
+		byMsg := map[string][]opencode.Part{}
+		if err := decodeParts(prows, byMsg); err != nil {
+			return err
+		}
+		for i := range out {
+			out[i].Parts = byMsg[out[i].Info.ID]
+			if out[i].Parts == nil {
+				out[i].Parts = []opencode.Part{}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("sqlite: messages page: %w", err)
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,7 @@ func Run(t *testing.T, open Opener) {
 		{"Messages", testMessages},
 		{"PartsOfUnknownMessageDropped", testOrphanParts},
 		{"DeleteMessages", testDeleteMessages},
+		{"MessagesPage", testMessagesPage},
 		{"AdmitConflict", testAdmitConflict},
 		{"BatchAllOrNothing", testAllOrNothing},
 		{"CancelledContext", testCancelled},
@@ -435,6 +437,57 @@ func testMessages(t *testing.T, s store.Store) {
 		}
 	}
 	eqStrings(t, "other session", messageIDs(t, s, "ses_other"), []string{"msg_o"})
+}
+
+// testMessagesPage: pages in both orders, forward and backward from an
+// anchor, match cutting the whole list; an unknown anchor is ErrNotFound.
+func testMessagesPage(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid = "ses_page"
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid)})
+	var ids []string
+	for i := range 7 {
+		id := fmt.Sprintf("msg_p%d", i)
+		ids = append(ids, id)
+		commit(t, s, sid, &store.Batch{Messages: []opencode.Message{UserMessage(sid, id)},
+			Parts: []opencode.Part{TextPart(sid, id, fmt.Sprintf("prt_p%d", i), id)}})
+	}
+	rev := slices.Clone(ids)
+	slices.Reverse(rev)
+	for _, tc := range []struct {
+		q    store.PageQuery
+		want []string
+	}{
+		{store.PageQuery{Limit: 3}, ids[:3]},
+		{store.PageQuery{Limit: 3, Desc: true}, rev[:3]},
+		{store.PageQuery{Anchor: "msg_p2", Limit: 3}, ids[3:6]},
+		{store.PageQuery{Anchor: "msg_p5", Limit: 3}, ids[6:]},
+		{store.PageQuery{Anchor: "msg_p5", Limit: 3, Before: true}, ids[2:5]},
+		{store.PageQuery{Anchor: "msg_p1", Limit: 3, Before: true}, ids[:1]},
+		{store.PageQuery{Anchor: "msg_p4", Limit: 2, Desc: true}, []string{"msg_p3", "msg_p2"}},
+		{store.PageQuery{Anchor: "msg_p4", Limit: 2, Desc: true, Before: true}, []string{"msg_p6", "msg_p5"}},
+		{store.PageQuery{Anchor: "msg_p6", Limit: 2}, nil},
+		{store.PageQuery{}, ids},
+	} {
+		page, err := s.MessagesPage(ctx, sid, tc.q)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.q, err)
+		}
+		var got []string
+		for _, mp := range page {
+			got = append(got, mp.Info.ID)
+			if len(mp.Parts) != 1 || mp.Parts[0].Text != mp.Info.ID {
+				t.Errorf("%+v: parts of %s = %+v", tc.q, mp.Info.ID, mp.Parts)
+			}
+		}
+		eqStrings(t, fmt.Sprintf("page %+v", tc.q), got, tc.want)
+	}
+	if _, err := s.MessagesPage(ctx, sid, store.PageQuery{Anchor: "msg_nope"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown anchor: %v", err)
+	}
+	if _, err := s.MessagesPage(ctx, "ses_nope", store.PageQuery{}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown session: %v", err)
+	}
 }
 
 // testDeleteMessages: a batch removes messages with their parts, and single

@@ -1,0 +1,102 @@
+package routes_test
+
+import (
+	"encoding/json"
+	"net/url"
+	"slices"
+	"testing"
+
+	"github.com/opencode-server/opencode-server/internal/testserver"
+)
+
+type page struct {
+	Data   []struct{ ID string }
+	Cursor struct{ Previous, Next *string }
+}
+
+// walk follows next cursors from first, returning every ID in order.
+func walk(t *testing.T, c *biClient, first string, each func()) []string {
+	t.Helper()
+	var ids []string
+	path := first
+	for range 50 {
+		r := c.must("GET", path, "", nil)
+		if r.status != 200 {
+			t.Fatalf("GET %s = %d %s", path, r.status, r.body)
+		}
+		var p page
+		json.Unmarshal(r.body, &p)
+		if len(p.Data) == 0 {
+			if p.Cursor.Next != nil || p.Cursor.Previous != nil {
+				t.Errorf("an empty page has cursors: %s", r.body)
+			}
+			return ids
+		}
+		for _, d := range p.Data {
+			ids = append(ids, d.ID)
+		}
+		if each != nil {
+			each()
+		}
+		u, _ := url.Parse(path)
+		q := u.Query()
+		q.Set("cursor", *p.Cursor.Next)
+		q.Del("order")
+		u.RawQuery = q.Encode()
+		path = u.String()
+	}
+	t.Fatal("no end of pages")
+	return nil
+}
+
+// TestV2Cursors: session and message lists page with opaque cursors that
+// stay right while new items arrive between pages, and go back with
+// previous.
+func TestV2Cursors(t *testing.T) {
+	c := biStart(t, testserver.Options{})
+	var want []string
+	for range 5 {
+		want = append(want, c.newSession())
+	}
+	slices.Reverse(want) // newest first
+	got := walk(t, c, "/api/session?limit=2", func() { c.newSession() })
+	if !slices.Equal(got, want) {
+		t.Errorf("sessions paged with inserts = %v\nwant %v", got, want)
+	}
+
+	ses := want[0]
+	for range 3 {
+		c.must("POST", "/session/"+ses+"/message", "application/json", []byte(`{"parts":[{"type":"text","text":"x"}],"noReply":true}`))
+	}
+	var all page
+	json.Unmarshal(c.must("GET", "/api/session/"+ses+"/message?order=asc", "", nil).body, &all)
+	var asc []string
+	for _, d := range all.Data {
+		asc = append(asc, d.ID)
+	}
+	added := 0
+	got = walk(t, c, "/api/session/"+ses+"/message?limit=2&order=asc", func() {
+		if added < 2 {
+			added++
+			c.must("POST", "/session/"+ses+"/message", "application/json", []byte(`{"parts":[{"type":"text","text":"y"}],"noReply":true}`))
+		}
+	})
+	if len(got) != len(asc)+2 || !slices.Equal(got[:len(asc)], asc) {
+		t.Errorf("messages paged ascending while posting = %v, first %v", got, asc)
+	}
+
+	// previous from the second page is the first page.
+	var p1, p2, back page
+	json.Unmarshal(c.must("GET", "/api/session/"+ses+"/message?limit=2", "", nil).body, &p1)
+	json.Unmarshal(c.must("GET", "/api/session/"+ses+"/message?limit=2&cursor="+*p1.Cursor.Next, "", nil).body, &p2)
+	json.Unmarshal(c.must("GET", "/api/session/"+ses+"/message?limit=2&cursor="+*p2.Cursor.Previous, "", nil).body, &back)
+	if len(back.Data) != 2 || back.Data[0].ID != p1.Data[0].ID || back.Data[1].ID != p1.Data[1].ID {
+		t.Errorf("previous of page 2 = %+v, want %+v", back.Data, p1.Data)
+	}
+	for _, bad := range []string{"/api/session?cursor=nope", "/api/session/" + ses + "/message?cursor=%21%21",
+		"/api/session/" + ses + "/message?cursor=" + *p1.Cursor.Next + "&order=asc", "/api/session?limit=0"} {
+		if r := c.must("GET", bad, "", nil); r.status != 400 {
+			t.Errorf("GET %s = %d %s", bad, r.status, r.body)
+		}
+	}
+}
