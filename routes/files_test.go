@@ -1,7 +1,9 @@
 package routes_test
 
 import (
+	"encoding/json"
 	"net/url"
+	"sort"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,5 +80,51 @@ func TestFileRoutes(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "README.md"), []byte("changed\n"), 0o644)
 	if r := c.must("GET", "/file/status", "", nil); !strings.Contains(string(r.body), `{"path":"README.md","added":1,"removed":2,"status":"modified"}`) {
 		t.Errorf("status after a change = %s", r.body)
+	}
+}
+
+// TestDirectoryScoping: GET /session lists the sessions of the project the
+// request addresses (its git work tree), or of exactly ?directory=; a
+// session is created in the URL-encoded header's directory.
+func TestDirectoryScoping(t *testing.T) {
+	a := gitProject(t, map[string]string{"a.txt": "a\n"})
+	b := gitProject(t, map[string]string{"b.txt": "b\n"})
+	os.MkdirAll(filepath.Join(a, "sub"), 0o755)
+	c := biStart(t, testserver.Options{Directory: a})
+	create := func(dir string) string {
+		r, _ := c.send("POST", "/session", "application/json", []byte(`{}`), map[string]string{"x-opencode-directory": url.PathEscape(dir)})
+		var s struct{ ID, Directory string }
+		json.Unmarshal(r.body, &s)
+		if s.Directory != dir {
+			t.Fatalf("session created in %q, want %q", s.Directory, dir)
+		}
+		return s.ID
+	}
+	inA, inSub, inB := create(a), create(filepath.Join(a, "sub")), create(b)
+	list := func(path string, hdr map[string]string) string {
+		r, _ := c.send("GET", path, "", nil, hdr)
+		var ss []struct{ ID string }
+		json.Unmarshal(r.body, &ss)
+		var ids []string
+		for _, s := range ss {
+			ids = append(ids, s.ID)
+		}
+		sort.Strings(ids)
+		return strings.Join(ids, ",")
+	}
+	sorted := func(ids ...string) string { sort.Strings(ids); return strings.Join(ids, ",") }
+	for _, tc := range []struct {
+		path string
+		hdr  map[string]string
+		want string
+	}{
+		{"/session", nil, sorted(inA, inSub)},
+		{"/session", map[string]string{"x-opencode-directory": url.PathEscape(b)}, sorted(inB)},
+		{"/session?directory=" + url.QueryEscape(filepath.Join(a, "sub")), nil, sorted(inSub)},
+		{"/session?directory=" + url.QueryEscape(b), nil, sorted(inB)},
+	} {
+		if got := list(tc.path, tc.hdr); got != tc.want {
+			t.Errorf("GET %s %v = %s, want %s", tc.path, tc.hdr, got, tc.want)
+		}
 	}
 }

@@ -54,8 +54,9 @@ type Server struct {
 	cfg     Config
 	m       *lifecycle.Manager
 	log     *slog.Logger
-	streams *streamLimiter
-	routes  routeTable
+	streams  *streamLimiter
+	routes   routeTable
+	projects projects
 }
 
 // New returns the router.

@@ -228,10 +228,19 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// As OpenCode: ?directory= lists that directory's sessions; otherwise
+	// the sessions of the project the request addresses (its git work
+	// tree; every directory outside git is one "global" project).
+	exact := q.Get("directory") != ""
+	dir := s.directory(r)
+	project := s.projects.of(dir)
 	out := make([]opencode.Session, 0, len(all))
 	for _, ss := range all {
 		if ss.Time.Updated < start || (roots && ss.ParentID != "") ||
 			(search != "" && !strings.Contains(strings.ToLower(ss.Title), search)) {
+			continue
+		}
+		if (exact && ss.Directory != dir) || (!exact && s.projects.of(ss.Directory) != project) {
 			continue
 		}
 		out = append(out, ss)

@@ -86,7 +86,8 @@ func frameV1(e *opencode.Event) []byte {
 }
 
 // frameGlobal is the whole /global/event frame: the /event payload wrapped
-// as {directory, payload}.
+// as {directory, project, payload}. Every project here is "global" (the
+// projectID sessions carry).
 func frameGlobal(e *opencode.Event) []byte {
 	return e.Frame(opencode.FrameGlobal, func(e *opencode.Event) []byte {
 		v1 := frameV1(e)
@@ -94,6 +95,9 @@ func frameGlobal(e *opencode.Event) []byte {
 		var b bytes.Buffer
 		b.WriteString(`data: {"directory":`)
 		writeString(&b, e.Directory)
+		if e.Directory != "" {
+			b.WriteString(`,"project":"global"`)
+		}
 		b.WriteString(`,"payload":`)
 		b.Write(payload)
 		b.WriteString("}\n\n")
