@@ -3,10 +3,10 @@ package routes_test
 import (
 	"encoding/json"
 	"net/url"
-	"sort"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 

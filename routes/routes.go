@@ -51,9 +51,9 @@ type Config struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	cfg     Config
-	m       *lifecycle.Manager
-	log     *slog.Logger
+	cfg      Config
+	m        *lifecycle.Manager
+	log      *slog.Logger
 	streams  *streamLimiter
 	routes   routeTable
 	projects projects
