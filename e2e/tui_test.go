@@ -323,3 +323,67 @@ func TestTUIAttach(t *testing.T) {
 		t.Logf("server logged errors:\n%s", got)
 	}
 }
+
+// TestTUICommands: the TUI's own commands work against our server as
+// against opencode serve: `!cmd` shows the command's output, /undo removes
+// the turn and the file it wrote (/redo brings both back), `@READ` offers
+// README.md, /compact summarizes.
+func TestTUICommands(t *testing.T) {
+	t.Parallel()
+	srv := stubServer(t)
+	// A git project: undo restores files from per-step snapshots, which
+	// are taken in git work trees only (as in OpenCode).
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "init"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = srv.Dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	x := startTUI(t, srv)
+
+	x.typeLine("!echo shell-$((40+2))")
+	x.waitScreen(30*time.Second, "shell-42")
+
+	file := filepath.Join(srv.Dir, "undo-me.txt")
+	x.typeLine(`call:write {"filePath":"` + file + `","content":"x\n"} then: wrote`)
+	x.waitScreen(30*time.Second, "Done. wrote")
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the write tool did not write: %v", err)
+	}
+	x.typeLine("/undo")
+	x.waitScreen(15*time.Second, "message reverted")
+	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
+		if _, err := os.Stat(file); err == nil {
+			return errors.New("/undo left the written file in place")
+		}
+		return nil
+	})
+	// /undo puts the prompt back in the input; clear it, then /redo.
+	time.Sleep(300 * time.Millisecond)
+	x.must("send-keys", "-t", x.target, "C-u")
+	time.Sleep(300 * time.Millisecond)
+	x.typeLine("/redo")
+	checkFor(t, 15*time.Second, 100*time.Millisecond, func() error {
+		if _, err := os.Stat(file); err != nil {
+			return errors.New("/redo did not bring the file back")
+		}
+		return nil
+	})
+	x.waitScreen(10*time.Second, "Done. wrote")
+
+	x.must("send-keys", "-t", x.target, "-l", "look at @READ")
+	x.waitScreen(15*time.Second, "README.md")
+	// Close the picker, then clear the input (the TUI needs a moment for
+	// each key).
+	x.must("send-keys", "-t", x.target, "Escape")
+	time.Sleep(300 * time.Millisecond)
+	x.must("send-keys", "-t", x.target, "C-u")
+	time.Sleep(300 * time.Millisecond)
+	if s := x.screen(); strings.Contains(s, "look at @READ") {
+		t.Fatalf("the input was not cleared:\n%s", s)
+	}
+
+	x.typeLine("/compact")
+	x.waitScreen(30*time.Second, "Compaction · Stub Model")
+}

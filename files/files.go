@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -336,6 +337,28 @@ func Read(root, p string) (Content, error) {
 		return Content{Type: "binary", Content: ""}, nil
 	}
 	return Content{Type: "text", Content: strings.TrimRight(string(b), "\n")}, nil
+}
+
+// ReadBytes returns a project file's bytes (at most maxRead).
+func ReadBytes(root, p string) ([]byte, error) {
+	full, err := resolve(root, p)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(full)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, errors.New("is a directory")
+	}
+	b := make([]byte, maxRead)
+	n, err := f.Read(b)
+	if err != nil && n == 0 && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:n], nil
 }
 
 // Change is one changed file, as /file/status answers.

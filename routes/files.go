@@ -4,7 +4,9 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -71,6 +73,61 @@ func (s *Server) mountFiles(r chi.Router) {
 	r.Get("/file/status", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, files.Status(r.Context(), s.directory(r)))
 	})
+
+	// The v2 file system routes the TUI's `@` picker uses.
+	r.Get("/api/fs/find", s.h(v2, func(w http.ResponseWriter, r *http.Request) error {
+		q := r.URL.Query()
+		if q.Get("query") == "" && !q.Has("query") {
+			return badRequest("Query", "query", "Missing key\n  at [\"query\"]")
+		}
+		limit, err := pageLimit(r, 20)
+		if err != nil {
+			return err
+		}
+		kind := q.Get("type")
+		if kind != "" && kind != "file" && kind != "directory" {
+			return badRequest("Query", "type", "Expected \"file\" or \"directory\" at [\"type\"]")
+		}
+		found := files.Find(r.Context(), s.directory(r), q.Get("query"), true, kind, limit)
+		out := make([]map[string]string, len(found))
+		for i, p := range found {
+			t := "file"
+			if strings.HasSuffix(p, "/") {
+				t = "directory"
+			}
+			out[i] = map[string]string{"path": p, "type": t}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": out})
+		return nil
+	}))
+	r.Get("/api/fs/list", s.h(v2, func(w http.ResponseWriter, r *http.Request) error {
+		nodes, err := files.List(r.Context(), s.directory(r), r.URL.Query().Get("path"))
+		if err != nil {
+			return fileError(err)
+		}
+		sort.SliceStable(nodes, func(i, j int) bool {
+			if (nodes[i].Type == "directory") != (nodes[j].Type == "directory") {
+				return nodes[i].Type == "directory"
+			}
+			return strings.ToLower(nodes[i].Name) < strings.ToLower(nodes[j].Name)
+		})
+		out := make([]map[string]string, len(nodes))
+		for i, n := range nodes {
+			out[i] = map[string]string{"path": n.Path, "type": n.Type}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": out})
+		return nil
+	}))
+	r.Get("/api/fs/read/*", s.h(v2, func(w http.ResponseWriter, r *http.Request) error {
+		b, err := files.ReadBytes(s.directory(r), chi.URLParam(r, "*"))
+		if err != nil {
+			return fileError(err)
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(b)
+		return nil
+	}))
 }
 
 // fileError maps a files error: outside the project is bad input (OpenCode

@@ -78,7 +78,7 @@ func New(cfg Config) http.Handler {
 	}
 	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Logger, streams: newStreamLimiter(cfg.MaxStreams)}
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.cors, s.auth)
+	r.Use(s.accessLog, s.recoverer, s.cors, s.auth)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		fam := v1
 		if isV2(r) {
@@ -198,6 +198,34 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
+// accessLog logs every request at debug level (--log-level debug), to see
+// what a client asks.
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		s.log.Debug("request", "method", r.Method, "url", r.URL.String(), "status", sw.status, "dur", time.Since(start))
+	})
+}
+
+// statusWriter remembers the status a handler answered with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // recoverer turns a panic into a 500 in the route's error shape and a log
 // line, never a dropped connection with no answer.
 func (s *Server) recoverer(next http.Handler) http.Handler {
@@ -252,6 +280,9 @@ func (s *Server) auth(next http.Handler) http.Handler {
 // it against its working directory.
 func (s *Server) directory(r *http.Request) string {
 	d := r.URL.Query().Get("directory")
+	if d == "" {
+		d = r.URL.Query().Get("location[directory]") // the v2 routes' form
+	}
 	if d == "" {
 		d = r.Header.Get("x-opencode-directory")
 	}
