@@ -1,10 +1,15 @@
 package routes_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencode-server/opencode-server/internal/testserver"
 )
@@ -98,5 +103,41 @@ func TestV2Cursors(t *testing.T) {
 		if r := c.must("GET", bad, "", nil); r.status != 400 {
 			t.Errorf("GET %s = %d %s", bad, r.status, r.body)
 		}
+	}
+}
+
+// TestLastEventIDWins: the SDK reconnects with its original URL (its
+// ?after=) plus Last-Event-ID; the header names where it really stopped.
+func TestLastEventIDWins(t *testing.T) {
+	c := biStart(t, testserver.Options{})
+	ses := c.newSession()
+	c.must("POST", "/session/"+ses+"/message", "application/json", []byte(`{"parts":[{"type":"text","text":"x"}]}`))
+	first := func(hdr map[string]string, query string) string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", c.ts.URL+"/api/session/"+ses+"/event"+query, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.c.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
+				return id
+			}
+		}
+		t.Fatal("no frame")
+		return ""
+	}
+	if got := first(nil, "?after=1"); got != "2" {
+		t.Errorf("?after=1 starts at %s, want 2", got)
+	}
+	if got := first(map[string]string{"Last-Event-ID": "4"}, "?after=1"); got != "5" {
+		t.Errorf("Last-Event-ID 4 with ?after=1 starts at %s, want 5", got)
 	}
 }
