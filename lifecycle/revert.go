@@ -224,3 +224,72 @@ func (r *runner) cleanupRevert() error {
 	}
 	return nil
 }
+
+// firstSnapshot is the snapshot the first step of msgs started from.
+func firstSnapshot(msgs []opencode.MessageWithParts) string {
+	for _, mp := range msgs {
+		for _, p := range mp.Parts {
+			if p.Type == opencode.PartStepStart && p.Snapshot != "" {
+				return p.Snapshot
+			}
+		}
+	}
+	return ""
+}
+
+// sessionDiff is what the session changed so far, for session.diff at the
+// end of a turn (nil when untracked or unknown).
+func (r *runner) sessionDiff(tu *turn) []snapshot.FileDiff {
+	if r.firstSnap == "" || tu.endSnap == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+	defer cancel()
+	diff, err := r.repo().Patches(ctx, r.firstSnap, tu.endSnap)
+	if err != nil {
+		r.m.log.Warn("session diff failed", "session", r.id, "err", err)
+		return nil
+	}
+	return diff
+}
+
+// SessionDiff is GET /session/{id}/diff: the files the session changed
+// (with messageID, the files that message's turn changed), from its step
+// snapshots. Untracked projects have none.
+func (m *Manager) SessionDiff(ctx context.Context, sessionID, messageID string) ([]snapshot.FileDiff, error) {
+	sess, err := m.GetSession(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := m.store.ListMessages(ctx, sessionID)
+	if err != nil {
+		return nil, mapStoreErr(err, sessionID)
+	}
+	if messageID != "" {
+		at := slices.IndexFunc(msgs, func(mp opencode.MessageWithParts) bool { return mp.Info.ID == messageID })
+		if at < 0 {
+			return nil, opencode.MessageNotFound(sessionID, messageID)
+		}
+		end := len(msgs)
+		for i := at + 1; i < len(msgs); i++ {
+			if msgs[i].Info.Role == opencode.User {
+				end = i
+				break
+			}
+		}
+		msgs = msgs[at:end]
+	}
+	first, last := firstSnapshot(msgs), ""
+	for _, mp := range msgs {
+		for _, p := range mp.Parts {
+			if p.Type == opencode.PartStepFinish && p.Snapshot != "" {
+				last = p.Snapshot
+			}
+		}
+	}
+	repo := m.cfg.Snapshots.For(ctx, sess.Directory)
+	if repo == nil || first == "" || last == "" {
+		return []snapshot.FileDiff{}, nil
+	}
+	return repo.Patches(ctx, first, last)
+}

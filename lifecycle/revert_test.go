@@ -53,6 +53,21 @@ func TestRevertUnrevert(t *testing.T) {
 	if !patched {
 		t.Error("no patch part for the step that changed files")
 	}
+	// The session's diff, and the first turn's, name both files.
+	var diff []struct {
+		File, Status, Patch string
+		Additions, Deletions int
+	}
+	c.must("GET", "/session/"+sid+"/diff", nil, 200).json(t, &diff)
+	if len(diff) != 2 || diff[0].File != "keep.txt" || diff[0].Status != "modified" || diff[1].File != "new.txt" ||
+		diff[1].Status != "added" || diff[1].Additions != 1 || !strings.Contains(diff[1].Patch, "+hello") {
+		t.Errorf("session diff = %+v", diff)
+	}
+	c.must("GET", "/session/"+sid+"/diff?messageID="+second, nil, 200).json(t, &diff)
+	if len(diff) != 0 {
+		t.Errorf("the second turn changed nothing, diff = %+v", diff)
+	}
+	waitFor(t, events, func(f frame) bool { return f.Type == "session.diff" && strings.Contains(string(f.Properties), "new.txt") })
 
 	var sess struct {
 		Revert *struct{ MessageID, Snapshot, Diff string } `json:"revert"`

@@ -72,6 +72,9 @@ type runner struct {
 	stream chan streamMsg
 	// pend is the work not yet committed (see tx).
 	pend *tx
+	// firstSnap is the project's files when the session's first step
+	// started: session.diff is measured from it.
+	firstSnap string
 	// boot holds the stored messages until the loop has recovered them.
 	boot []opencode.MessageWithParts
 	done chan struct{}
@@ -111,6 +114,8 @@ type turn struct {
 	// instead of answering.
 	compact    bool
 	transcript string
+	// endSnap is the project's files after the turn's last step.
+	endSnap string
 }
 
 type step struct {
@@ -159,6 +164,7 @@ func (r *runner) start() {
 		}
 	}
 	msgs = slices.DeleteFunc(msgs, func(mp opencode.MessageWithParts) bool { return waiting[mp.Info.ID] })
+	r.firstSnap = firstSnapshot(msgs)
 	for _, mp := range msgs {
 		r.remember(mp)
 	}

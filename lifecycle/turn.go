@@ -193,6 +193,9 @@ func (r *runner) startStep() {
 		ProviderID: tu.model.ProviderID, Mode: agent, Agent: agent, IsSummary: tu.compact,
 		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
 	st.snapshot = r.track()
+	if r.firstSnap == "" {
+		r.firstSnap = st.snapshot
+	}
 	start := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepStart,
 		Snapshot: st.snapshot}
 	st.parts = append(st.parts, start)
@@ -413,6 +416,9 @@ func (r *runner) endStep(err error) {
 		Cache: opencode.CacheUsage{Read: u.CacheRead}}
 	cost := r.m.cost(tu.model, u)
 	end, changed := r.stepChanges(st)
+	if end != "" {
+		tu.endSnap = end
+	}
 	fin := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepFinish,
 		Reason: st.finish.Reason, Tokens: &tokens, Cost: cost, Snapshot: end}
 	t.part(fin, now)
@@ -483,6 +489,9 @@ func (r *runner) endTurn() {
 	s.Time.Updated = now
 	t.session(s)
 	r.sess = s
+	if diff := r.sessionDiff(tu); diff != nil {
+		t.live(opencode.EvSessionDiff, map[string]any{"sessionID": r.id, "diff": diff})
+	}
 	t.live(opencode.EvSessionStatus, map[string]any{"sessionID": r.id, "status": map[string]any{"type": "idle"}})
 	t.live(opencode.EvSessionIdle, map[string]any{"sessionID": r.id})
 	r.recordAnswers(t, tu)

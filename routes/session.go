@@ -42,7 +42,7 @@ func (s *Server) mountV1(r chi.Router) {
 		r.Post("/prompt_async", s.h(v1, s.promptAsync))
 		r.Post("/abort", s.h(v1, s.abort))
 		r.Get("/todo", s.h(v1, s.emptyList))
-		r.Get("/diff", s.h(v1, s.emptyList))
+		r.Get("/diff", s.h(v1, s.sessionDiff))
 		r.Get("/inbox", s.h(v1, s.inbox))
 		r.Delete("/inbox/{messageID}", s.h(v1, s.revoke))
 		r.Patch("/inbox/{messageID}", s.h(v1, s.patchInbox))
@@ -507,6 +507,26 @@ func (s *Server) abort(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+// sessionDiff lists the files the session (or one message's turn) changed.
+func (s *Server) sessionDiff(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	mid := r.URL.Query().Get("messageID")
+	if mid != "" {
+		if err := checkID(identifier.Message, mid, "messageID"); err != nil {
+			return err
+		}
+	}
+	diff, err := s.m.SessionDiff(r.Context(), id, mid)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, diff)
 	return nil
 }
 

@@ -164,6 +164,32 @@ type FileDiff struct {
 	Status    string `json:"status"` // added, deleted, modified
 }
 
+// Patches is Changed with each file's unified diff.
+func (r *Repo) Patches(ctx context.Context, a, b string) ([]FileDiff, error) {
+	out, err := r.Changed(ctx, a, b)
+	if err != nil || len(out) == 0 {
+		return out, err
+	}
+	r.mu.Lock()
+	text, err := r.git(ctx, "diff", "--no-ext-diff", "--no-renames", a, b)
+	r.mu.Unlock()
+	if err != nil {
+		return out, err
+	}
+	// One diff for all files, cut at each file's header.
+	byFile := map[string]string{}
+	for _, chunk := range strings.Split("\n"+string(text), "\ndiff --git ")[1:] {
+		head, _, _ := strings.Cut(chunk, "\n")
+		if _, name, ok := strings.Cut(head, " b/"); ok {
+			byFile[name] = "diff --git " + strings.TrimRight(chunk, "\n") + "\n"
+		}
+	}
+	for i := range out {
+		out[i].Patch = byFile[out[i].File]
+	}
+	return out, nil
+}
+
 // Changed lists the files that differ between snapshots a and b.
 func (r *Repo) Changed(ctx context.Context, a, b string) ([]FileDiff, error) {
 	r.mu.Lock()

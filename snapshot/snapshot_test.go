@@ -65,6 +65,10 @@ func TestTrackRestore(t *testing.T) {
 	if !reflect.DeepEqual(changed, want) {
 		t.Errorf("Changed = %+v, want %+v", changed, want)
 	}
+	if ps, err := r.Patches(ctx, before, after); err != nil || len(ps) != 3 || !strings.Contains(ps[0].Patch, "+ONE") ||
+		!strings.Contains(ps[1].Patch, "+three") || !strings.HasPrefix(ps[2].Patch, "diff --git a/src/b.txt") {
+		t.Errorf("Patches = %+v, %v", ps, err)
+	}
 	if d, _ := r.Diff(ctx, after, before); !strings.Contains(d, "-ONE") || !strings.Contains(d, "+one") {
 		t.Errorf("Diff = %s", d)
 	}
