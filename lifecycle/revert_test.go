@@ -55,7 +55,7 @@ func TestRevertUnrevert(t *testing.T) {
 	}
 	// The session's diff, and the first turn's, name both files.
 	var diff []struct {
-		File, Status, Patch string
+		File, Status, Patch  string
 		Additions, Deletions int
 	}
 	c.must("GET", "/session/"+sid+"/diff", nil, 200).json(t, &diff)
@@ -67,7 +67,9 @@ func TestRevertUnrevert(t *testing.T) {
 	if len(diff) != 0 {
 		t.Errorf("the second turn changed nothing, diff = %+v", diff)
 	}
-	waitFor(t, events, func(f frame) bool { return f.Type == "session.diff" && strings.Contains(string(f.Properties), "new.txt") })
+	waitFor(t, events, func(f frame) bool {
+		return f.Type == "session.diff" && strings.Contains(string(f.Properties), "new.txt")
+	})
 
 	var sess struct {
 		Revert *struct{ MessageID, Snapshot, Diff string } `json:"revert"`
