@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"slices"
 	"strconv"
@@ -69,81 +68,4 @@ func (m *Manager) Fork(ctx context.Context, sessionID, messageID string) (openco
 		m.publish(e)
 	}
 	return s, nil
-}
-
-// SwitchAgent makes agent the session's agent for its next turns, with a
-// session.next.agent.switched record (messageID names it), as OpenCode
-// logs every switch.
-func (m *Manager) SwitchAgent(ctx context.Context, sessionID, messageID, agent string) error {
-	var err error
-	derr := m.do(ctx, sessionID, func(r *runner) {
-		now := r.m.now()
-		s := r.sess
-		s.Agent = agent
-		s.Time.Updated = now
-		t := r.tx()
-		t.durable(opencode.EvAgentSwitched, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"messageID": messageID, "agent": agent})
-		t.session(s)
-		if _, err = t.flush(); err == nil {
-			r.sess = s
-		}
-	})
-	if derr != nil {
-		return derr
-	}
-	return err
-}
-
-// SwitchModel makes model the session's model for its next turns; the same
-// model again changes nothing.
-func (m *Manager) SwitchModel(ctx context.Context, sessionID, messageID string, model opencode.ModelRef) error {
-	var err error
-	derr := m.do(ctx, sessionID, func(r *runner) {
-		variant := func(v string) string {
-			if v == "" {
-				return "default"
-			}
-			return v
-		}
-		if cur := r.sess.Model; cur != nil && cur.ID == model.ID && cur.ProviderID == model.ProviderID &&
-			variant(cur.Variant) == variant(model.Variant) {
-			return
-		}
-		now := r.m.now()
-		s := r.sess
-		s.Model = &opencode.ModelRef{ID: model.ID, ProviderID: model.ProviderID}
-		s.Time.Updated = now
-		wire := map[string]any{"id": model.ID, "providerID": model.ProviderID}
-		if model.Variant != "" {
-			wire["variant"] = model.Variant
-		}
-		t := r.tx()
-		t.durable(opencode.EvModelSwitched, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"messageID": messageID, "model": wire})
-		t.session(s)
-		if _, err = t.flush(); err == nil {
-			r.sess = s
-		}
-	})
-	if derr != nil {
-		return derr
-	}
-	return err
-}
-
-// PageQuery selects a page of messages (store.PageQuery).
-type PageQuery = store.PageQuery
-
-// MessagesPage reads one page of a session's messages (see
-// store.MessagesPage); an unknown anchor is an EInvalid error.
-func (m *Manager) MessagesPage(ctx context.Context, sessionID string, q PageQuery) ([]opencode.MessageWithParts, error) {
-	if _, err := m.GetSession(ctx, sessionID); err != nil {
-		return nil, err
-	}
-	page, err := m.store.MessagesPage(ctx, sessionID, q)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, &opencode.Error{Code: opencode.EInvalid, Message: "Invalid cursor: no message " + q.Anchor + " in this session"}
-	}
-	return page, err
 }

@@ -436,3 +436,19 @@ func (m *Manager) Flushed(ctx context.Context, pos int64) {
 }
 
 func (m *Manager) publish(e *opencode.Event) int64 { return m.bus.Publish(e) }
+
+// PageQuery selects a page of messages (store.PageQuery).
+type PageQuery = store.PageQuery
+
+// MessagesPage reads one page of a session's messages (see
+// store.MessagesPage); an unknown anchor is an EInvalid error.
+func (m *Manager) MessagesPage(ctx context.Context, sessionID string, q PageQuery) ([]opencode.MessageWithParts, error) {
+	if _, err := m.GetSession(ctx, sessionID); err != nil {
+		return nil, err
+	}
+	page, err := m.store.MessagesPage(ctx, sessionID, q)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, &opencode.Error{Code: opencode.EInvalid, Message: "Invalid cursor: no message " + q.Anchor + " in this session"}
+	}
+	return page, err
+}
