@@ -371,6 +371,9 @@ func (r *runner) endStep(err error) {
 	st := tu.step
 	now := r.m.now()
 	t := r.tx()
+	// A finished message is published only once it is stored: a client
+	// that refetches on message.updated or session.idle must find it.
+	t.hold = true
 	r.closeText(t, st, now)
 	if !st.shell && (err != nil || st.finish == nil) {
 		msg := "model call ended without a finish"
@@ -485,6 +488,7 @@ func (r *runner) endTurn() {
 	tu := r.turn
 	now := r.m.now()
 	t := r.tx()
+	t.hold = true // see endStep
 	s := r.sess
 	s.Time.Updated = now
 	t.session(s)
@@ -524,6 +528,7 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 	r.rejectAsks()
 	if st := tu.step; st != nil {
 		t := r.tx()
+		t.hold = true // see endStep
 		r.closeText(t, st, now)
 		r.abortTools(t, st, now)
 		msg := "Aborted"
