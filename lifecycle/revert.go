@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -237,20 +238,49 @@ func firstSnapshot(msgs []opencode.MessageWithParts) string {
 	return ""
 }
 
-// sessionDiff is what the session changed so far, for session.diff at the
-// end of a turn (nil when untracked or unknown).
-func (r *runner) sessionDiff(tu *turn) []snapshot.FileDiff {
-	if r.firstSnap == "" || tu.endSnap == "" {
-		return nil
+// diffBetween is what changed from snapshot a to b ([] when either is
+// unknown: an untracked project, or no step yet).
+func (r *runner) diffBetween(a, b string) []snapshot.FileDiff {
+	if a == "" || b == "" {
+		return []snapshot.FileDiff{}
 	}
 	ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
 	defer cancel()
-	diff, err := r.repo().Patches(ctx, r.firstSnap, tu.endSnap)
+	diff, err := r.repo().Patches(ctx, a, b)
 	if err != nil {
 		r.m.log.Warn("session diff failed", "session", r.id, "err", err)
-		return nil
+		return []snapshot.FileDiff{}
 	}
 	return diff
+}
+
+// summarize updates what a step changed, as OpenCode does after each step:
+// session.diff (the session's changes so far), the session's summary
+// counts, and the turn's changes on its user messages.
+func (r *runner) summarize(t *tx, tu *turn) {
+	diff := r.diffBetween(r.firstSnap, tu.endSnap)
+	t.live(opencode.EvSessionDiff, map[string]any{"sessionID": r.id, "diff": diff})
+	sum := opencode.SessionSummary{Files: int64(len(diff))}
+	for _, d := range diff {
+		sum.Additions += int64(d.Additions)
+		sum.Deletions += int64(d.Deletions)
+	}
+	s := r.sess
+	s.Summary = &sum
+	t.session(s)
+	r.sess = s
+	turnDiff := diff
+	if tu.startSnap != r.firstSnap {
+		turnDiff = r.diffBetween(tu.startSnap, tu.endSnap)
+	}
+	diffs := make([]json.RawMessage, len(turnDiff))
+	for i, d := range turnDiff {
+		diffs[i] = mustJSON(d)
+	}
+	for _, u := range tu.users {
+		u.Summary = &opencode.UserSummary{Diffs: diffs}
+		t.message(u)
+	}
 }
 
 // SessionDiff is GET /session/{id}/diff: the files the session changed

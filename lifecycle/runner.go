@@ -114,8 +114,11 @@ type turn struct {
 	// instead of answering.
 	compact    bool
 	transcript string
-	// endSnap is the project's files after the turn's last step.
-	endSnap string
+	// startSnap and endSnap are the project's files before the turn's
+	// first step and after its last.
+	startSnap, endSnap string
+	// users are the user messages delivered into the turn.
+	users []opencode.Message
 }
 
 type step struct {
@@ -430,10 +433,13 @@ func (r *runner) admit(in *opencode.Input) (*opencode.Input, bool, error) {
 		"messageID": in.ID, "prompt": prompt, "delivery": in.Delivery})
 	t.durable(opencode.EvInboxEnqueued, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 		"messageID": in.ID, "delivery": in.Delivery, "prompt": prompt})
-	if r.turn != nil {
+	if r.turn != nil && in.Delivery == opencode.Steer {
 		// Busy: OpenCode stores and announces a prompt the moment it is
 		// posted (the TUI marks it QUEUED until the model sees it). Same
-		// here, under the input's own ID: delivery keeps this message.
+		// here, under the input's own ID: delivery keeps this message. A
+		// steer joins the running turn at its next step, so the message
+		// keeps its place in the conversation; a queued input waits for
+		// later steps and is stored when delivered, in its turn's place.
 		in.Shown = true
 		agent, model := r.turnDefaults()
 		if in.Agent != "" {

@@ -11,12 +11,14 @@ import (
 	"github.com/opencode-server/opencode-server/provider/scripted"
 )
 
-// TestPromptWhileBusyIsShown: a prompt posted while a turn runs is stored
-// and announced at once under its own ID (OpenCode's TUI marks it QUEUED);
-// a replace swaps its parts, a revoke removes it, and a delivered one stays
-// the same message, answered after it.
+// TestPromptWhileBusyIsShown: a prompt (a steer, as v1 prompts are) posted
+// while a turn runs is stored and announced at once under its own ID
+// (OpenCode's TUI marks it QUEUED); a replace swaps its parts, a revoke
+// removes it, and a delivered one stays the same message, answered by the
+// turn's next step. (A step here is 3 s of streaming: the window for the
+// replace and the revoke.)
 func TestPromptWhileBusyIsShown(t *testing.T) {
-	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 20, Delay: 50 * time.Millisecond}})
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 30, Delay: 100 * time.Millisecond}})
 	c := newClient(t, srv)
 	events := eventLog(t, srv.URL)
 	sid := c.newSession()
@@ -25,8 +27,8 @@ func TestPromptWhileBusyIsShown(t *testing.T) {
 	waitFor(t, events, func(f frame) bool { return f.Type == "message.part.delta" })
 
 	keep, drop := newID(), newID()
-	c.must("POST", "/session/"+sid+"/prompt_async", v1Body(keep, "kept v1", "queue"), 204)
-	c.must("POST", "/session/"+sid+"/prompt_async", v1Body(drop, "dropped", "queue"), 204)
+	c.must("POST", "/session/"+sid+"/prompt_async", v1Body(keep, "kept v1", ""), 204)
+	c.must("POST", "/session/"+sid+"/prompt_async", v1Body(drop, "dropped", ""), 204)
 
 	// Both are announced and listed before the first turn ends.
 	for _, id := range []string{keep, drop} {

@@ -137,10 +137,11 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 				sess.Title = title
 			}
 		}
+		r.turn.users = append(r.turn.users, msg)
 		r.remember(opencode.MessageWithParts{Info: msg, Parts: in.Parts})
 	}
 	sess.Agent = r.turn.agent
-	sess.Model = &opencode.ModelRef{ID: r.turn.model.ModelID, ProviderID: r.turn.model.ProviderID}
+	sess.Model = &opencode.ModelRef{ID: r.turn.model.ModelID, ProviderID: r.turn.model.ProviderID, Variant: "default"}
 	sess.Time.Updated = now
 	t.session(sess)
 	r.sess = sess
@@ -195,6 +196,9 @@ func (r *runner) startStep() {
 	st.snapshot = r.track()
 	if r.firstSnap == "" {
 		r.firstSnap = st.snapshot
+	}
+	if tu.startSnap == "" {
+		tu.startSnap = st.snapshot
 	}
 	start := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepStart,
 		Snapshot: st.snapshot}
@@ -455,6 +459,7 @@ func (r *runner) endStep(err error) {
 	r.sess.Tokens.Input += u.Input
 	r.sess.Tokens.Output += u.Output
 	r.sess.Tokens.Reasoning += u.Reasoning
+	r.summarize(t, tu)
 	r.remember(opencode.MessageWithParts{Info: st.msg, Parts: st.parts})
 	tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 	tu.step = nil
@@ -493,9 +498,6 @@ func (r *runner) endTurn() {
 	s.Time.Updated = now
 	t.session(s)
 	r.sess = s
-	if diff := r.sessionDiff(tu); diff != nil {
-		t.live(opencode.EvSessionDiff, map[string]any{"sessionID": r.id, "diff": diff})
-	}
 	t.live(opencode.EvSessionStatus, map[string]any{"sessionID": r.id, "status": map[string]any{"type": "idle"}})
 	t.live(opencode.EvSessionIdle, map[string]any{"sessionID": r.id})
 	r.recordAnswers(t, tu)
@@ -538,6 +540,10 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 		st.msg.Error = &opencode.NamedError{Name: "MessageAbortedError", Data: map[string]any{"message": msg}}
 		st.msg.Time.Completed = &now
 		t.message(st.msg)
+		if st.snapshot != "" {
+			tu.endSnap = r.track()
+		}
+		r.summarize(t, tu)
 		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": "unknown", "message": "Provider turn interrupted"}})
 		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": st.msg.Error})

@@ -40,7 +40,7 @@ func (s *Server) mountCommands(r chi.Router) {
 		if _, err := s.m.GetSession(r.Context(), id); err != nil {
 			return err
 		}
-		return badRequest("Body", "", "Sharing is disabled in configuration")
+		return badRequest("Payload", "", "Sharing is disabled in configuration")
 	}))
 	r.Delete("/session/{sessionID}/share", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {
 		id, err := sessionID(r)
@@ -95,14 +95,14 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	}
 	cmd, ok := command.Find(s.directory(r), s.cfg.Commands, config.GlobalDir(), b.Command)
 	if !ok {
-		return badRequest("Body", "command", "Command not found: \""+b.Command+"\"")
+		return badRequest("Payload", "command", "Command not found: \""+b.Command+"\"")
 	}
 	agent := b.Agent
 	if agent == "" {
 		agent = cmd.Agent
 	}
 	if agent != "" && !knownAgent(agent) {
-		return badRequest("Body", "agent", "Agent not found: \""+agent+"\"")
+		return badRequest("Payload", "agent", "Agent not found: \""+agent+"\"")
 	}
 	var model *opencode.MessageModel
 	m := b.Model
@@ -112,7 +112,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if m != "" {
 		pid, mid, ok := config.SplitModel(m)
 		if !ok || !s.m.HasModel(pid, mid) {
-			return badRequest("Body", "model", "Model not found: "+m)
+			return badRequest("Payload", "model", "Model not found: "+m)
 		}
 		model = &opencode.MessageModel{ProviderID: pid, ModelID: mid}
 	}
@@ -251,10 +251,10 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
 		return validationError(err, "")
 	}
 	if !knownAgent(b.Agent) {
-		return badRequest("Body", "agent", "Agent not found: \""+b.Agent+"\"")
+		return badRequest("Payload", "agent", "Agent not found: \""+b.Agent+"\"")
 	}
 	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {
-		return badRequest("Body", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
+		return badRequest("Payload", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
 	}
 	mid := b.MessageID
 	if mid != "" {

@@ -52,9 +52,9 @@ func decodeBody(r *http.Request, v any, emptyOK bool) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &httpError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body exceeds %d bytes", maxBody), Kind: "Body"}
+			return &httpError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body exceeds %d bytes", maxBody), Kind: "Payload"}
 		}
-		return badRequest("Body", "", "could not read request body")
+		return badRequest("Payload", "", "could not read request body")
 	}
 	return decodeJSON(body, v, emptyOK)
 }
@@ -64,11 +64,11 @@ func decodeJSON(body []byte, v any, emptyOK bool) error {
 		if emptyOK {
 			body = []byte("{}")
 		} else {
-			return badRequest("Body", "", "request body is required")
+			return badRequest("Payload", "", "request body is required")
 		}
 	}
 	if !utf8.Valid(body) {
-		return badRequest("Body", "", "request body is not valid UTF-8")
+		return badRequest("Payload", "", "request body is not valid UTF-8")
 	}
 	if err := checkDepth(body); err != nil {
 		return err
@@ -78,7 +78,7 @@ func decodeJSON(body []byte, v any, emptyOK bool) error {
 		return jsonErrorAt(err, "")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("Body", "", "unexpected data after the JSON value")
+		return badRequest("Payload", "", "unexpected data after the JSON value")
 	}
 	return nil
 }
@@ -92,22 +92,22 @@ func jsonErrorAt(err error, where string) error {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &se):
-		return badRequest("Body", "", fmt.Sprintf("malformed JSON at offset %d: %v", se.Offset, se))
+		return badRequest("Payload", "", fmt.Sprintf("malformed JSON at offset %d: %v", se.Offset, se))
 	case errors.As(err, &te):
 		field := where + te.Field
 		at := fmt.Sprintf("at [%q]", field)
 		if field == "" {
 			field, at = "", "for the request body"
 		}
-		return badRequest("Body", field, fmt.Sprintf("Expected %s %s, got %s", jsonKind(te.Type), at, te.Value))
+		return badRequest("Payload", field, fmt.Sprintf("Expected %s %s, got %s", jsonKind(te.Type), at, te.Value))
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("Body", "", "malformed JSON: unexpected end of input")
+		return badRequest("Payload", "", "malformed JSON: unexpected end of input")
 	}
 	var he *httpError
 	if errors.As(err, &he) {
 		return he
 	}
-	return badRequest("Body", "", "malformed JSON: "+err.Error())
+	return badRequest("Payload", "", "malformed JSON: "+err.Error())
 }
 
 // jsonKind names a Go type the way a JSON client thinks of it.
@@ -152,7 +152,7 @@ func checkDepth(b []byte) error {
 		case c == '{' || c == '[':
 			depth++
 			if depth > maxDepth {
-				return badRequest("Body", "", fmt.Sprintf("JSON nested deeper than %d levels", maxDepth))
+				return badRequest("Payload", "", fmt.Sprintf("JSON nested deeper than %d levels", maxDepth))
 			}
 		case c == '}' || c == ']':
 			depth--
@@ -174,19 +174,19 @@ func validationError(err error, where string) error {
 		path = where + path
 		switch fe.Tag() {
 		case "required":
-			return badRequest("Body", path, fmt.Sprintf("Missing key at [%q]", path))
+			return badRequest("Payload", path, fmt.Sprintf("Missing key at [%q]", path))
 		case "oneof":
-			return badRequest("Body", path, fmt.Sprintf("Expected one of %s at [%q]", strings.ReplaceAll(fe.Param(), " ", ", "), path))
+			return badRequest("Payload", path, fmt.Sprintf("Expected one of %s at [%q]", strings.ReplaceAll(fe.Param(), " ", ", "), path))
 		}
-		return badRequest("Body", path, fmt.Sprintf("Invalid value at [%q] (%s)", path, fe.Tag()))
+		return badRequest("Payload", path, fmt.Sprintf("Invalid value at [%q] (%s)", path, fe.Tag()))
 	}
-	return badRequest("Body", "", err.Error())
+	return badRequest("Payload", "", err.Error())
 }
 
 // checkID validates a client-supplied ID for its prefix.
 func checkID(p identifier.Prefix, id, field string) error {
 	if err := identifier.Check(p, id); err != nil {
-		return badRequest("Body", field, fmt.Sprintf("Invalid %s: expected an ID starting with %q", field, string(p)+"_"))
+		return badRequest("Payload", field, fmt.Sprintf("Invalid %s: expected an ID starting with %q", field, string(p)+"_"))
 	}
 	return nil
 }
@@ -237,7 +237,7 @@ type subtaskPartIn struct {
 // gives each its prt_ ID: the client's (prefix-checked) or a new one.
 func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 	if len(raw) == 0 {
-		return nil, badRequest("Body", "parts", "parts must contain at least one part")
+		return nil, badRequest("Payload", "parts", "parts must contain at least one part")
 	}
 	out := make([]opencode.Part, 0, len(raw))
 	for i, rp := range raw {
@@ -246,7 +246,7 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(rp, &head); err != nil {
-			return nil, badRequest("Body", where+"type", fmt.Sprintf("Expected an object at [%q]", fmt.Sprintf("parts.%d", i)))
+			return nil, badRequest("Payload", where+"type", fmt.Sprintf("Expected an object at [%q]", fmt.Sprintf("parts.%d", i)))
 		}
 		var p opencode.Part
 		var id string
@@ -288,9 +288,9 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 				}
 			}
 		case "":
-			return nil, badRequest("Body", where+"type", fmt.Sprintf("Missing key at [%q]", where+"type"))
+			return nil, badRequest("Payload", where+"type", fmt.Sprintf("Missing key at [%q]", where+"type"))
 		default:
-			return nil, badRequest("Body", where+"type", fmt.Sprintf("Expected one of text, file, agent, subtask at [%q], got %q", where+"type", clip(head.Type)))
+			return nil, badRequest("Payload", where+"type", fmt.Sprintf("Expected one of text, file, agent, subtask at [%q], got %q", where+"type", clip(head.Type)))
 		}
 		if err != nil {
 			var he *httpError

@@ -140,7 +140,10 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 		}
 	case opencode.EConflict, opencode.ERevoked:
 		body["_tag"] = "ConflictError"
-		if oe.Resource != "" {
+		// OpenCode names the conflicting record itself: its ID.
+		if oe.MessageID != "" {
+			body["resource"] = oe.MessageID
+		} else if oe.Resource != "" {
 			body["resource"] = oe.Resource
 		}
 	case opencode.EInvalid:

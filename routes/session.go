@@ -146,7 +146,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if b.Model != nil && (b.Model.ID == "" || b.Model.ProviderID == "") {
-		return badRequest("Body", "model", "model needs id and providerID")
+		return badRequest("Payload", "model", "model needs id and providerID")
 	}
 	var err error
 	if b.Metadata, b.Permission, err = checkSessionFields(b.Metadata, b.Permission); err != nil {
@@ -177,7 +177,7 @@ func checkSessionFields(metadata, permission json.RawMessage) (json.RawMessage, 
 	} else {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(metadata, &m); err != nil {
-			return nil, nil, badRequest("Body", "metadata", "Expected an object at [\"metadata\"]")
+			return nil, nil, badRequest("Payload", "metadata", "Expected an object at [\"metadata\"]")
 		}
 	}
 	if isNull(permission) {
@@ -185,7 +185,7 @@ func checkSessionFields(metadata, permission json.RawMessage) (json.RawMessage, 
 	}
 	var rules []json.RawMessage
 	if err := json.Unmarshal(permission, &rules); err != nil {
-		return nil, nil, badRequest("Body", "permission", "Expected an array of rules at [\"permission\"]")
+		return nil, nil, badRequest("Payload", "permission", "Expected an array of rules at [\"permission\"]")
 	}
 	for i, raw := range rules {
 		var rule permissionRule
@@ -418,19 +418,19 @@ func (s *Server) decodePrompt(r *http.Request, sessionID string) (*opencode.Inpu
 		return nil, err
 	}
 	if b.Parts == nil {
-		return nil, badRequest("Body", "parts", "Missing key at [\"parts\"]")
+		return nil, badRequest("Payload", "parts", "Missing key at [\"parts\"]")
 	}
 	if b.Model != nil && (b.Model.ProviderID == "" || b.Model.ModelID == "") {
-		return nil, badRequest("Body", "model", "model needs providerID and modelID")
+		return nil, badRequest("Payload", "model", "model needs providerID and modelID")
 	}
 	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {
-		return nil, badRequest("Body", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
+		return nil, badRequest("Payload", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
 	}
 	if b.Agent != "" && !knownAgent(b.Agent) {
-		return nil, badRequest("Body", "agent", "Agent not found: \""+b.Agent+"\"")
+		return nil, badRequest("Payload", "agent", "Agent not found: \""+b.Agent+"\"")
 	}
 	if b.Delivery != "" && !b.Delivery.Valid() {
-		return nil, badRequest("Body", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
+		return nil, badRequest("Payload", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
 	}
 	if b.Delivery == "" {
 		// As the real server: input sent while busy is injected at the next

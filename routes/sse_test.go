@@ -99,7 +99,9 @@ func TestV1TurnEventSequence(t *testing.T) {
 	want := []string{
 		"message.updated(user)", "part(text)", "status busy", "message.updated(assistant)",
 		"part(step-start)", `part(text "")`, "delta", "delta", "delta", "part(text end)",
-		"part(step-finish)", "message.updated(assistant completed)", "status idle", "session.idle",
+		"part(step-finish)", "message.updated(assistant completed)",
+		// The step's diff summary on the user message, as OpenCode adds it.
+		"message.updated(user)", "status idle", "session.idle",
 	}
 	if strings.Join(labels, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("v1 event sequence:\n got %q\nwant %q", labels, want)

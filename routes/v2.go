@@ -101,12 +101,12 @@ func (s *Server) v2CreateSession(w http.ResponseWriter, r *http.Request) error {
 		id = identifier.NewSession()
 	}
 	if b.Model != nil && (b.Model.ID == "" || b.Model.ProviderID == "") {
-		return badRequest("Body", "model", "model needs id and providerID")
+		return badRequest("Payload", "model", "model needs id and providerID")
 	}
 	dir := s.directory(r)
 	if b.Location != nil {
 		if !filepath.IsAbs(b.Location.Directory) {
-			return badRequest("Body", "location.directory", "location.directory must be an absolute path")
+			return badRequest("Payload", "location.directory", "location.directory must be an absolute path")
 		}
 		dir = filepath.Clean(b.Location.Directory)
 	}
@@ -293,7 +293,7 @@ func (s *Server) v2Prompt(w http.ResponseWriter, r *http.Request) error {
 	if b.Delivery == "" {
 		b.Delivery = opencode.Steer
 	} else if !b.Delivery.Valid() {
-		return badRequest("Body", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
+		return badRequest("Payload", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
 	}
 	mid := b.ID
 	if mid != "" {
@@ -711,10 +711,10 @@ func (s *Server) patchInbox(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if b.Delivery == nil && b.Prompt == nil {
-		return badRequest("Body", "", "Expected delivery and/or prompt")
+		return badRequest("Payload", "", "Expected delivery and/or prompt")
 	}
 	if b.Delivery != nil && !b.Delivery.Valid() {
-		return badRequest("Body", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
+		return badRequest("Payload", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
 	}
 	var parts []opencode.Part
 	if b.Prompt != nil {

@@ -26,7 +26,7 @@ func (s *Server) v2SwitchAgent(w http.ResponseWriter, r *http.Request) error {
 		return validationError(err, "")
 	}
 	if !knownAgent(b.Agent) {
-		return badRequest("Body", "agent", "Agent not found: \""+b.Agent+"\"")
+		return badRequest("Payload", "agent", "Agent not found: \""+b.Agent+"\"")
 	}
 	if err := s.m.SwitchAgent(detach(r.Context()), id, identifier.NewMessage(), b.Agent); err != nil {
 		return err
