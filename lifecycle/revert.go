@@ -142,13 +142,7 @@ func (r *runner) revert(messageID, partID string) (opencode.Session, error) {
 	s := r.sess
 	s.Revert = rev
 	s.Time.Updated = r.m.now()
-	t := r.tx()
-	t.session(s)
-	if _, err := t.flush(); err != nil {
-		return r.sess, err
-	}
-	r.sess = s
-	return s, nil
+	return r.saveSession(r.tx(), s)
 }
 
 func (r *runner) unrevert() (opencode.Session, error) {
@@ -168,13 +162,7 @@ func (r *runner) unrevert() (opencode.Session, error) {
 	s := r.sess
 	s.Revert = nil
 	s.Time.Updated = r.m.now()
-	t := r.tx()
-	t.session(s)
-	if _, err := t.flush(); err != nil {
-		return r.sess, err
-	}
-	r.sess = s
-	return s, nil
+	return r.saveSession(r.tx(), s)
 }
 
 // cleanupRevert makes a revert final when a new prompt arrives: the
@@ -214,11 +202,9 @@ func (r *runner) cleanupRevert() error {
 	}
 	s := r.sess
 	s.Revert = nil
-	t.session(s)
-	if _, err := t.flush(); err != nil {
+	if _, err := r.saveSession(t, s); err != nil {
 		return err
 	}
-	r.sess = s
 	r.history = nil
 	for _, mp := range keep {
 		r.remember(mp)

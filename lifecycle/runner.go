@@ -719,7 +719,12 @@ func (r *runner) update(p SessionPatch) (opencode.Session, error) {
 		s.Time.Archived = p.Archived
 	}
 	s.Time.Updated = r.m.now()
-	t := r.tx()
+	return r.saveSession(r.tx(), s)
+}
+
+// saveSession commits s with whatever t holds, and takes it as the
+// session's state once stored.
+func (r *runner) saveSession(t *tx, s opencode.Session) (opencode.Session, error) {
 	t.session(s)
 	if _, err := t.flush(); err != nil {
 		return r.sess, err

@@ -19,10 +19,7 @@ func (m *Manager) SwitchAgent(ctx context.Context, sessionID, messageID, agent s
 		t := r.tx()
 		t.durable(opencode.EvAgentSwitched, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"messageID": messageID, "agent": agent})
-		t.session(s)
-		if _, err = t.flush(); err == nil {
-			r.sess = s
-		}
+		_, err = r.saveSession(t, s)
 	})
 	if derr != nil {
 		return derr
@@ -56,10 +53,7 @@ func (m *Manager) SwitchModel(ctx context.Context, sessionID, messageID string, 
 		t := r.tx()
 		t.durable(opencode.EvModelSwitched, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"messageID": messageID, "model": wire})
-		t.session(s)
-		if _, err = t.flush(); err == nil {
-			r.sess = s
-		}
+		_, err = r.saveSession(t, s)
 	})
 	if derr != nil {
 		return derr

@@ -116,13 +116,9 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 		}
 		model = &opencode.MessageModel{ProviderID: pid, ModelID: mid}
 	}
-	mid := b.MessageID
-	if mid != "" {
-		if err := checkID(identifier.Message, mid, "messageID"); err != nil {
-			return err
-		}
-	} else {
-		mid = identifier.NewMessage()
+	mid, err := messageIDOr(b.MessageID, "messageID")
+	if err != nil {
+		return err
 	}
 	parts := []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: command.Expand(cmd.Template, *b.Arguments)}}
 	if len(b.Parts) > 0 {
@@ -256,13 +252,9 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
 	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {
 		return badRequest("Payload", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
 	}
-	mid := b.MessageID
-	if mid != "" {
-		if err := checkID(identifier.Message, mid, "messageID"); err != nil {
-			return err
-		}
-	} else {
-		mid = identifier.NewMessage()
+	mid, err := messageIDOr(b.MessageID, "messageID")
+	if err != nil {
+		return err
 	}
 	in := lifecycle.ShellInput(id, mid, b.Command, b.Agent, b.Model)
 	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {

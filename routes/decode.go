@@ -326,3 +326,15 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// messageIDOr is the client's message ID (prefix-checked; field names it in
+// errors) or, when it sent none, a new one: minted here, once.
+func messageIDOr(id, field string) (string, error) {
+	if id == "" {
+		return identifier.NewMessage(), nil
+	}
+	if err := checkID(identifier.Message, id, field); err != nil {
+		return "", err
+	}
+	return id, nil
+}

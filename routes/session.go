@@ -437,13 +437,9 @@ func (s *Server) decodePrompt(r *http.Request, sessionID string) (*opencode.Inpu
 		// step boundary; on an idle session a steer simply starts the turn.
 		b.Delivery = opencode.Steer
 	}
-	id := b.MessageID
-	if id != "" {
-		if err := checkID(identifier.Message, id, "messageID"); err != nil {
-			return nil, err
-		}
-	} else {
-		id = identifier.NewMessage()
+	id, err := messageIDOr(b.MessageID, "messageID")
+	if err != nil {
+		return nil, err
 	}
 	parts, err := decodeParts(b.Parts)
 	if err != nil {

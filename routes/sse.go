@@ -128,16 +128,23 @@ func durablePayload(e *opencode.Event) []byte {
 	writeString(&b, e.ID)
 	b.WriteString(`,"type":`)
 	writeString(&b, e.Type)
+	writeDurableRef(&b, e)
+	b.WriteString(`,"data":`)
+	b.Write(e.Data)
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// writeDurableRef writes a durable event's `,"durable":{aggregateID, seq,
+// version}` member.
+func writeDurableRef(b *bytes.Buffer, e *opencode.Event) {
 	b.WriteString(`,"durable":{"aggregateID":`)
-	writeString(&b, e.SessionID)
+	writeString(b, e.SessionID)
 	b.WriteString(`,"seq":`)
 	b.WriteString(strconv.FormatInt(e.Seq, 10))
 	b.WriteString(`,"version":`)
 	b.WriteString(strconv.Itoa(max(e.Version, 1)))
-	b.WriteString(`},"data":`)
-	b.Write(e.Data)
 	b.WriteByte('}')
-	return b.Bytes()
 }
 
 // connectionFrame is a frame the stream itself originates (connected,

@@ -295,13 +295,9 @@ func (s *Server) v2Prompt(w http.ResponseWriter, r *http.Request) error {
 	} else if !b.Delivery.Valid() {
 		return badRequest("Payload", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
 	}
-	mid := b.ID
-	if mid != "" {
-		if err := checkID(identifier.Message, mid, "id"); err != nil {
-			return err
-		}
-	} else {
-		mid = identifier.NewMessage()
+	mid, err := messageIDOr(b.ID, "id")
+	if err != nil {
+		return err
 	}
 	in := &opencode.Input{ID: mid, SessionID: id, Delivery: b.Delivery, Parts: decodeV2Prompt(b.Prompt)}
 	out, _, err := s.m.Admit(detach(r.Context()), in)
@@ -611,13 +607,7 @@ func frameNative(e *opencode.Event) []byte {
 		b.WriteString(`,"type":`)
 		writeString(&b, e.Type)
 		if e.Durable {
-			b.WriteString(`,"durable":{"aggregateID":`)
-			writeString(&b, e.SessionID)
-			b.WriteString(`,"seq":`)
-			b.WriteString(strconv.FormatInt(e.Seq, 10))
-			b.WriteString(`,"version":`)
-			b.WriteString(strconv.Itoa(max(e.Version, 1)))
-			b.WriteByte('}')
+			writeDurableRef(&b, e)
 		}
 		if e.Directory != "" {
 			b.WriteString(`,"location":{"directory":`)

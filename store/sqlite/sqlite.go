@@ -693,6 +693,22 @@ func decodeParts(rows *sql.Rows, byMsg map[string][]opencode.Part) error {
 	return rows.Err()
 }
 
+// attachParts decodes part rows onto their messages (in row order); a
+// message without parts gets an empty list.
+func attachParts(rows *sql.Rows, msgs []opencode.MessageWithParts) error {
+	byMsg := map[string][]opencode.Part{}
+	if err := decodeParts(rows, byMsg); err != nil {
+		return err
+	}
+	for i := range msgs {
+		msgs[i].Parts = byMsg[msgs[i].Info.ID]
+		if msgs[i].Parts == nil {
+			msgs[i].Parts = []opencode.Part{}
+		}
+	}
+	return nil
+}
+
 // ListMessages implements store.Store.
 func (s *Store) ListMessages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error) {
 	var out []opencode.MessageWithParts
@@ -729,17 +745,7 @@ func (s *Store) ListMessages(ctx context.Context, sessionID string) ([]opencode.
 		if err != nil {
 			return err
 		}
-		byMsg := map[string][]opencode.Part{}
-		if err := decodeParts(prows, byMsg); err != nil {
-			return err
-		}
-		for i := range out {
-			out[i].Parts = byMsg[out[i].Info.ID]
-			if out[i].Parts == nil {
-				out[i].Parts = []opencode.Part{}
-			}
-		}
-		return nil
+		return attachParts(prows, out)
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -823,17 +829,7 @@ func (s *Store) MessagesPage(ctx context.Context, sessionID string, q store.Page
 		if err != nil {
 			return err
 		}
-		byMsg := map[string][]opencode.Part{}
-		if err := decodeParts(prows, byMsg); err != nil {
-			return err
-		}
-		for i := range out {
-			out[i].Parts = byMsg[out[i].Info.ID]
-			if out[i].Parts == nil {
-				out[i].Parts = []opencode.Part{}
-			}
-		}
-		return nil
+		return attachParts(prows, out)
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
