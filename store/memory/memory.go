@@ -47,10 +47,31 @@ func New() *Store {
 	return &Store{sessions: map[string]*session{}, inputs: map[string]*opencode.Input{}, messages: map[string]string{}}
 }
 
+// deep copies v so that the copy shares nothing with it: a JSON round
+// trip, as the SQLite store stores every row. What a caller passes in or
+// gets back is its own to change.
+func deep[T any](v T) T {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("memory store: encode: " + err.Error()) // only our own types get here
+	}
+	var out T
+	if err := json.Unmarshal(b, &out); err != nil {
+		panic("memory store: decode: " + err.Error())
+	}
+	return out
+}
+
 func cloneInput(in *opencode.Input) *opencode.Input {
-	c := *in
-	c.Parts = append([]opencode.Part(nil), in.Parts...)
+	c := deep(*in)
+	c.Order = in.Order // not part of the JSON
 	return &c
+}
+
+// cloneEvent copies a log event without the frame caches of the original.
+func cloneEvent(e *opencode.Event) *opencode.Event {
+	return &opencode.Event{ID: e.ID, Type: e.Type, SessionID: e.SessionID, Directory: e.Directory,
+		Seq: e.Seq, Version: e.Version, Durable: true, Data: append(json.RawMessage(nil), e.Data...)}
 }
 
 // Commit implements store.Store.
@@ -89,7 +110,7 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 			s = &session{order: m.order, messages: map[string]*message{}, inputs: map[string]*opencode.Input{}}
 			m.sessions[sessionID] = s
 		}
-		s.s = *b.Session
+		s.s = deep(*b.Session)
 	}
 	for _, msg := range b.Messages {
 		cur := s.messages[msg.ID]
@@ -99,7 +120,7 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 			s.messages[msg.ID] = cur
 			m.messages[msg.ID] = sessionID
 		}
-		cur.info = msg
+		cur.info = deep(msg)
 	}
 	for _, p := range b.Parts {
 		msg := s.messages[p.MessageID]
@@ -112,7 +133,7 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 			cur = &part{order: m.order}
 			msg.parts[p.ID] = cur
 		}
-		cur.p = p
+		cur.p = deep(p)
 	}
 	for _, id := range b.DeleteMessages {
 		if s.messages[id] != nil {
@@ -142,9 +163,9 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	last := int64(len(s.events))
 	for _, e := range b.Events {
 		last++
-		e.Seq = last
+		e.Seq = last // the caller learns the seq, as the store contract says
 		e.Durable = true
-		s.events = append(s.events, e)
+		s.events = append(s.events, cloneEvent(e))
 	}
 	return nil
 }
@@ -157,7 +178,7 @@ func (m *Store) GetSession(_ context.Context, id string) (opencode.Session, erro
 	if s == nil {
 		return opencode.Session{}, store.ErrNotFound
 	}
-	return s.s, nil
+	return deep(s.s), nil
 }
 
 // ListSessions implements store.Store.
@@ -169,7 +190,7 @@ func (m *Store) ListSessions(context.Context) ([]opencode.Session, error) {
 	m.mu.RLock()
 	all := make([]entry, 0, len(m.sessions))
 	for _, s := range m.sessions {
-		all = append(all, entry{s.s, s.order})
+		all = append(all, entry{deep(s.s), s.order})
 	}
 	m.mu.RUnlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].order < all[j].order })
@@ -204,9 +225,9 @@ func withParts(msg *message) opencode.MessageWithParts {
 		ps = append(ps, p)
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].order < ps[j].order })
-	out := opencode.MessageWithParts{Info: msg.info, Parts: make([]opencode.Part, len(ps))}
+	out := opencode.MessageWithParts{Info: deep(msg.info), Parts: make([]opencode.Part, len(ps))}
 	for i, p := range ps {
-		out.Parts[i] = p.p
+		out.Parts[i] = deep(p.p)
 	}
 	return out
 }
@@ -312,10 +333,7 @@ func (m *Store) Events(_ context.Context, sessionID string, after int64, limit i
 	}
 	out := make([]*opencode.Event, len(evs))
 	for i, e := range evs {
-		// A fresh copy: the caller's frame caches must not be shared with the
-		// event the runner published.
-		out[i] = &opencode.Event{ID: e.ID, Type: e.Type, SessionID: e.SessionID, Directory: e.Directory,
-			Seq: e.Seq, Version: e.Version, Durable: true, Data: json.RawMessage(e.Data)}
+		out[i] = cloneEvent(e)
 	}
 	return out, nil
 }

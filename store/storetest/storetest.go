@@ -34,6 +34,7 @@ func Run(t *testing.T, open Opener) {
 		{"PartsOfUnknownMessageDropped", testOrphanParts},
 		{"DeleteMessages", testDeleteMessages},
 		{"MessagesPage", testMessagesPage},
+		{"NoAliasing", testNoAliasing},
 		{"AdmitConflict", testAdmitConflict},
 		{"BatchAllOrNothing", testAllOrNothing},
 		{"CancelledContext", testCancelled},
@@ -437,6 +438,62 @@ func testMessages(t *testing.T, s store.Store) {
 		}
 	}
 	eqStrings(t, "other session", messageIDs(t, s, "ses_other"), []string{"msg_o"})
+}
+
+// testNoAliasing: what a caller committed or read is its own: changing it
+// afterwards (the tool state of a part, a session's metadata, an input's
+// parts, an event's data) changes nothing in the store.
+func testNoAliasing(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid = "ses_alias"
+	sess := NewSession(sid)
+	msg := UserMessage(sid, "msg_a1")
+	part := ToolPart(sid, "msg_a1", "prt_a1")
+	in := NewInput(sid, "msg_a2")
+	ev := &opencode.Event{ID: "evt_a1", Type: "x", SessionID: sid, Data: json.RawMessage(`{"v":1}`)}
+	commit(t, s, sid, &store.Batch{Session: sess, Messages: []opencode.Message{msg}, Parts: []opencode.Part{part},
+		Admit: []*opencode.Input{in}, Events: []*opencode.Event{ev}})
+	want, err := s.ListMessages(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON, _ := json.Marshal(want)
+
+	// Change everything that was committed.
+	sess.Title = "changed"
+	sess.Metadata[2] = 'X'
+	*part.State.Output = "changed"
+	part.State.Input[2] = 'X'
+	msg.Tools["bash"] = false
+	in.Parts[0].Text = "changed"
+	ev.Data[2] = 'X'
+	// And everything that was read.
+	got, _ := s.ListMessages(ctx, sid)
+	got[0].Parts[0].State.Title = "changed"
+	got[0].Info.Tools["read"] = true
+	gs, _ := s.GetSession(ctx, sid)
+	gs.Metadata[2] = 'Y'
+	gi, _ := s.GetInput(ctx, "msg_a2")
+	gi.Parts[0].Text = "changed too"
+	evs, _ := s.Events(ctx, sid, 0, 0)
+	evs[0].Data[2] = 'Y'
+
+	after, _ := s.ListMessages(ctx, sid)
+	if b, _ := json.Marshal(after); string(b) != string(wantJSON) {
+		t.Errorf("messages changed through a caller's copy:\n got %s\nwant %s", b, wantJSON)
+	}
+	if gs2, _ := s.GetSession(ctx, sid); gs2.Title == "changed" || string(gs2.Metadata) != `{"k":"v"}` {
+		t.Errorf("session changed through a caller's copy: %+v %s", gs2.Title, gs2.Metadata)
+	}
+	if gi2, _ := s.GetInput(ctx, "msg_a2"); gi2.Parts[0].Text != NewInput(sid, "msg_a2").Parts[0].Text {
+		t.Errorf("input changed through a caller's copy: %q", gi2.Parts[0].Text)
+	}
+	if evs2, _ := s.Events(ctx, sid, 0, 0); string(evs2[0].Data) != `{"v":1}` {
+		t.Errorf("event changed through a caller's copy: %s", evs2[0].Data)
+	}
+	if ev.Seq != 1 {
+		t.Errorf("the committed event did not learn its seq: %d", ev.Seq)
+	}
 }
 
 // testMessagesPage: pages in both orders, forward and backward from an
