@@ -237,6 +237,7 @@ type serverOptions struct {
 	delay    time.Duration // --scripted-delay
 	password string        // OPENCODE_SERVER_PASSWORD
 	config   string        // --config: an opencode.json (a stub model's provider)
+	data     string        // --data (default: a new temp dir)
 }
 
 var listenRE = regexp.MustCompile(`opencode server listening on (http://127\.0\.0\.1:(\d+))`)
@@ -248,7 +249,10 @@ func startServer(t *testing.T, o serverOptions) *server {
 	bin, _ := binaries(t)
 	s := &server{Dir: t.TempDir(), password: o.password, stdout: &syncBuffer{}, stderr: &syncBuffer{},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
-	data, home := t.TempDir(), t.TempDir()
+	data, home := o.data, t.TempDir()
+	if data == "" {
+		data = t.TempDir()
+	}
 	args := []string{"--hostname", "127.0.0.1", "--port", "0", "--store", "sqlite", "--data", data,
 		"--directory", s.Dir, "--log-level", "debug"}
 	if o.reply != "" {

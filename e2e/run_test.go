@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -181,4 +183,23 @@ func runPrintsReply(t *testing.T, oc *client, srv *server, prompt, reply string)
 	}
 	checkTurn(t, srv, ss[0].ID, prompt, reply)
 	return ss
+}
+
+// TestOneServerPerData: a second server on the same --data refuses to start
+// with a clear error, instead of running the same sessions twice.
+func TestOneServerPerData(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	startServer(t, serverOptions{data: data})
+	bin, _ := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--hostname", "127.0.0.1", "--port", "0", "--data", data, "--directory", t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("the second server did not refuse the data directory: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "in use by another process") || !strings.Contains(string(out), "one server per --data directory") {
+		t.Errorf("second server's error does not say why:\n%s", out)
+	}
 }

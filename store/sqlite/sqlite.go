@@ -113,6 +113,8 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	// lock is the flock on path+".lock" that keeps a second process out.
+	lock *os.File
 }
 
 var _ store.Store = (*Store)(nil)
@@ -142,8 +144,12 @@ func Open(ctx context.Context, path string) (_ *Store, err error) {
 			return nil, fmt.Errorf("sqlite: create data dir: %w", err)
 		}
 	}
+	lock, err := lockFile(path)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{ws: map[string]*sql.Stmt{}, jobs: make(chan *job, maxGroup),
-		closing: make(chan struct{}), committerDone: make(chan struct{})}
+		closing: make(chan struct{}), committerDone: make(chan struct{}), lock: lock}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -257,6 +263,9 @@ func (s *Store) Close() error {
 			errs = append(errs, s.w.Close())
 		}
 		s.mu.Unlock()
+		if s.lock != nil {
+			errs = append(errs, s.lock.Close()) // releases the flock
+		}
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
