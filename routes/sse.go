@@ -259,7 +259,11 @@ func (s *Server) pump(r *http.Request, sw *streamWriter, sub *eventbus.Subscript
 		case <-r.Context().Done():
 			return
 		case <-s.cfg.Done:
-			return
+			// The server is going away: drop the connection rather than end
+			// the response cleanly. A clean end (the last chunk) reads as
+			// "stream finished" and the SDK never reconnects; a cut
+			// connection makes every client reconnect (with Last-Event-ID).
+			panic(http.ErrAbortHandler)
 		}
 	}
 }

@@ -152,8 +152,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	return a, nil
 }
 
-// Shutdown ends SSE streams, so an http.Server's Shutdown does not wait on
-// them. Call it before http.Server.Shutdown, then Close.
+// Shutdown cuts SSE streams (their clients reconnect, with Last-Event-ID
+// where they have it), so an http.Server's Shutdown does not wait on them. Call it before http.Server.Shutdown, then Close.
 func (a *App) Shutdown() {
 	select {
 	case <-a.done:
