@@ -153,7 +153,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 }
 
 // Shutdown cuts SSE streams (their clients reconnect, with Last-Event-ID
-// where they have it), so an http.Server's Shutdown does not wait on them. Call it before http.Server.Shutdown, then Close.
+// where they have it), so an http.Server's Shutdown does not wait on them.
+// Call it before http.Server.Shutdown, then Close.
 func (a *App) Shutdown() {
 	select {
 	case <-a.done:
