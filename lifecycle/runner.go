@@ -498,6 +498,11 @@ func (r *runner) restore(s undoPoint) {
 
 // admitError maps a failed admission commit.
 func admitError(err error, id string) error {
+	var pce *store.PartConflictError
+	if errors.As(err, &pce) {
+		return &opencode.Error{Code: opencode.EConflict, Resource: pce.ID,
+			Message: "Part ID " + pce.ID + " is already in use: nothing was admitted"}
+	}
 	if errors.Is(err, store.ErrConflict) {
 		return &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: id,
 			Message: "Message ID " + id + " is already in use"}

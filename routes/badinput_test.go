@@ -263,6 +263,7 @@ func badCases() []badCase {
 		badCase{name: "prefix/messageID bad characters", method: "POST", path: "/session/{ses}/prompt_async", body: textPrompt(`"messageID":"msg_a/b",`), status: 400, field: "messageID"},
 		badCase{name: "prefix/part id is a message ID", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","id":"msg_1"}]}`, status: 400, field: "parts.0.id"},
 		badCase{name: "prefix/second part id bad", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","id":"prt_1"},{"type":"text","text":"y","id":"ses_1"}]}`, status: 400, field: "parts.1.id"},
+		badCase{name: "part id/twice in one prompt", method: "POST", path: "/session/{ses}/prompt_async", body: `{"parts":[{"type":"text","text":"x","id":"prt_dup"},{"type":"text","text":"y","id":"prt_dup"}]}`, status: 400, field: "parts.1.id"},
 		badCase{name: "prefix/v2 id is a session ID", method: "POST", path: "/api/session/{ses}/prompt", body: `{"id":"ses_123","prompt":{"text":"x"}}`, status: 400, field: "id"},
 		badCase{name: "prefix/v1 message path ses", method: "POST", path: "/session/msg_123/message", body: textPrompt(""), status: 400, field: "sessionID"},
 		badCase{name: "prefix/v2 prompt path", method: "POST", path: "/api/session/msg_123/prompt", body: `{"prompt":{"text":"x"}}`, status: 400, field: "sessionID"},

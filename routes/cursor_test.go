@@ -141,3 +141,36 @@ func TestLastEventIDWins(t *testing.T) {
 		t.Errorf("Last-Event-ID 4 with ?after=1 starts at %s, want 5", got)
 	}
 }
+
+// TestPartIDClash: a client-chosen part ID already in use (a part of
+// another message, of another session, of an assistant message, or of a
+// pending input) is a 409 naming the part, and nothing is admitted.
+func TestPartIDClash(t *testing.T) {
+	c := biStart(t, testserver.Options{})
+	a, b := c.newSession(), c.newSession()
+	c.must("POST", "/session/"+a+"/message", "application/json", []byte(`{"parts":[{"type":"text","text":"x","id":"prt_clientone000000000000001"}]}`))
+	var ms []struct {
+		Parts []struct{ ID, Type string }
+	}
+	json.Unmarshal(c.must("GET", "/session/"+a+"/message", "", nil).body, &ms)
+	asstPart := ms[1].Parts[0].ID
+	for _, tc := range []struct{ name, ses, part string }{
+		{"same session", a, "prt_clientone000000000000001"},
+		{"another session", b, "prt_clientone000000000000001"},
+		{"an assistant part", b, asstPart},
+	} {
+		body := `{"parts":[{"type":"text","text":"y","id":"` + tc.part + `"}]}`
+		r := c.must("POST", "/session/"+tc.ses+"/prompt_async", "application/json", []byte(body))
+		if r.status != 409 || !strings.Contains(string(r.body), tc.part) {
+			t.Errorf("%s: %d %s, want 409 naming %s", tc.name, r.status, r.body, tc.part)
+		}
+	}
+	// Nothing was admitted in b.
+	var inbox struct{ Data []any }
+	json.Unmarshal(c.must("GET", "/api/session/"+b+"/inbox", "", nil).body, &inbox)
+	var bm []any
+	json.Unmarshal(c.must("GET", "/session/"+b+"/message", "", nil).body, &bm)
+	if len(inbox.Data) != 0 || len(bm) != 0 {
+		t.Errorf("a refused prompt left %d pending inputs and %d messages", len(inbox.Data), len(bm))
+	}
+}

@@ -303,6 +303,11 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 			if err := checkID(identifier.Part, id, where+"id"); err != nil {
 				return nil, err
 			}
+			for j, q := range out {
+				if q.ID == id {
+					return nil, badRequest("Payload", where+"id", fmt.Sprintf("Part ID %s is used twice in this prompt (also part %d) at [%q]", id, j, where+"id"))
+				}
+			}
 			p.ID = id
 		} else {
 			p.ID = identifier.NewPart()

@@ -18,6 +18,16 @@ var ErrNotFound = errors.New("not found")
 // input or a message), or a CreateOnly session already exists.
 var ErrConflict = errors.New("conflict")
 
+// PartConflictError is an admitted input whose part ID is already used, by
+// a stored part or another input's part (or twice in the batch). It is an
+// ErrConflict.
+type PartConflictError struct{ ID string }
+
+func (e *PartConflictError) Error() string { return "part ID " + e.ID + " is already in use" }
+
+// Is makes a PartConflictError match ErrConflict.
+func (e *PartConflictError) Is(target error) bool { return target == ErrConflict }
+
 // Batch is one atomic write. Everything in it commits together or not at all,
 // so a state change and the events that describe it can never disagree, even
 // across a crash.
@@ -38,7 +48,8 @@ type Batch struct {
 	DeleteMessages []string
 	DeleteParts    []string
 	// Admit inserts new inputs; an ID already used by any input or message
-	// fails the whole batch with ErrConflict.
+	// fails the whole batch with ErrConflict, a part ID already used by any
+	// stored part or input part with a *PartConflictError.
 	Admit []*opencode.Input
 	// Inputs replaces existing inputs (state, delivery, parts, seqs),
 	// including ones Admit inserts in the same batch (applied after it).

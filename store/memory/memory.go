@@ -38,13 +38,16 @@ type Store struct {
 	sessions map[string]*session
 	inputs   map[string]*opencode.Input // by ID, all sessions
 	messages map[string]string          // message ID -> session ID
+	// inputParts are the part IDs of admitted inputs (-> session ID).
+	inputParts map[string]string
 }
 
 var _ store.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{sessions: map[string]*session{}, inputs: map[string]*opencode.Input{}, messages: map[string]string{}}
+	return &Store{sessions: map[string]*session{}, inputs: map[string]*opencode.Input{}, messages: map[string]string{},
+		inputParts: map[string]string{}}
 }
 
 // deep copies v so that the copy shares nothing with it: a JSON round
@@ -90,6 +93,15 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		seen[in.ID] = true
 		if _, ok := m.messages[in.ID]; ok {
 			return store.ErrConflict
+		}
+	}
+	seenPart := map[string]bool{}
+	for _, in := range b.Admit {
+		for _, p := range in.Parts {
+			if seenPart[p.ID] || m.partTaken(p.ID) {
+				return &store.PartConflictError{ID: p.ID}
+			}
+			seenPart[p.ID] = true
 		}
 	}
 	s := m.sessions[sessionID]
@@ -147,6 +159,9 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		}
 	}
 	for _, in := range b.Admit {
+		for _, p := range in.Parts {
+			m.inputParts[p.ID] = sessionID
+		}
 		m.order++
 		c := cloneInput(in)
 		c.Order = m.order
@@ -155,6 +170,9 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		s.inputs[in.ID] = c
 	}
 	for _, in := range b.Inputs {
+		for _, p := range in.Parts {
+			m.inputParts[p.ID] = sessionID
+		}
 		c := cloneInput(in)
 		c.Order = m.inputs[in.ID].Order
 		m.inputs[in.ID] = c
@@ -168,6 +186,22 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		s.events = append(s.events, cloneEvent(e))
 	}
 	return nil
+}
+
+// partTaken reports whether a stored part or an admitted input's part has
+// this ID (m.mu held).
+func (m *Store) partTaken(id string) bool {
+	if _, ok := m.inputParts[id]; ok {
+		return true
+	}
+	for _, s := range m.sessions {
+		for _, msg := range s.messages {
+			if _, ok := msg.parts[id]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // GetSession implements store.Store.
@@ -214,6 +248,11 @@ func (m *Store) DeleteSession(_ context.Context, id string) error {
 	}
 	for iid := range s.inputs {
 		delete(m.inputs, iid)
+	}
+	for pid, sid := range m.inputParts {
+		if sid == id {
+			delete(m.inputParts, pid)
+		}
 	}
 	delete(m.sessions, id)
 	return nil

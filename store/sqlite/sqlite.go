@@ -23,7 +23,9 @@ import (
 	"github.com/opencode-server/opencode-server/store"
 )
 
-const schemaVersion = 1
+// schemaVersion 2 added input_parts: the part IDs of admitted inputs, so a
+// part ID is unique across stored parts and pending input parts alike.
+const schemaVersion = 2
 
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS sessions (
@@ -57,6 +59,12 @@ var schema = []string{
 		json       TEXT NOT NULL
 	)`,
 	`CREATE INDEX IF NOT EXISTS inputs_session ON inputs(session_id, state, ord)`,
+	`CREATE TABLE IF NOT EXISTS input_parts (
+		id         TEXT PRIMARY KEY,
+		input_id   TEXT NOT NULL,
+		session_id TEXT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS input_parts_session ON input_parts(session_id)`,
 	`CREATE TABLE IF NOT EXISTS events (
 		session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
 		seq        INTEGER NOT NULL,
@@ -72,6 +80,8 @@ var schema = []string{
 // Write statements, prepared once on the single writer connection.
 const (
 	qAdmitTaken   = `SELECT EXISTS(SELECT 1 FROM inputs WHERE id = ?1) OR EXISTS(SELECT 1 FROM messages WHERE id = ?1)`
+	qPartTaken    = `SELECT EXISTS(SELECT 1 FROM parts WHERE id = ?1) OR EXISTS(SELECT 1 FROM input_parts WHERE id = ?1)`
+	qInputPart    = `INSERT OR IGNORE INTO input_parts(id, input_id, session_id) VALUES(?, ?, ?)`
 	qSessionSeq   = `SELECT last_seq FROM sessions WHERE id = ?`
 	qInputExists  = `SELECT EXISTS(SELECT 1 FROM inputs WHERE id = ?)`
 	qUpsertSess   = `INSERT INTO sessions(id, ord, json, last_seq) VALUES(?, ?, ?, 0) ON CONFLICT(id) DO UPDATE SET json = excluded.json`
@@ -182,7 +192,7 @@ func Open(ctx context.Context, path string) (_ *Store, err error) {
 		(SELECT IFNULL(MAX(ord), 0) FROM inputs))`).Scan(&s.ord); err != nil {
 		return nil, fmt.Errorf("sqlite: load order: %w", err)
 	}
-	for _, q := range []string{qAdmitTaken, qSessionSeq, qInputExists, qUpsertSess, qUpsertMsg,
+	for _, q := range []string{qAdmitTaken, qPartTaken, qInputPart, qSessionSeq, qInputExists, qUpsertSess, qUpsertMsg,
 		qMsgInSession, qUpsertPart, qDelMsgParts, qDelMsg, qDelPart, qAdmit, qUpdateInput, qAppendEvent, qSetLastSeq} {
 		st, perr := s.w.PrepareContext(ctx, q)
 		if perr != nil {
@@ -225,6 +235,14 @@ func (s *Store) migrate(ctx context.Context) error {
 	for _, q := range schema {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("sqlite: migrate: %w", err)
+		}
+	}
+	if v == 1 {
+		// From 1: register the parts of the inputs admitted so far.
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO input_parts(id, input_id, session_id)
+			SELECT json_extract(p.value, '$.id'), inputs.id, inputs.session_id
+			FROM inputs, json_each(inputs.json, '$.parts') AS p`); err != nil {
+			return fmt.Errorf("sqlite: migrate input parts: %w", err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
@@ -468,6 +486,23 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 				return 0, nil, store.ErrConflict
 			}
 		}
+		partTaken := st(qPartTaken)
+		seenPart := map[string]bool{}
+		for _, in := range b.Admit {
+			for _, p := range in.Parts {
+				if seenPart[p.ID] {
+					return 0, nil, &store.PartConflictError{ID: p.ID}
+				}
+				seenPart[p.ID] = true
+				var used bool
+				if err := partTaken.QueryRowContext(ctx, p.ID).Scan(&used); err != nil {
+					return 0, nil, fmt.Errorf("sqlite: commit: %w", err)
+				}
+				if used {
+					return 0, nil, &store.PartConflictError{ID: p.ID}
+				}
+			}
+		}
 	}
 	var lastSeq int64
 	exists := true
@@ -559,6 +594,11 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 			if _, err := ad.ExecContext(ctx, in.ID, sessionID, ord, string(in.State), enc.admit[i]); err != nil {
 				return 0, nil, fmt.Errorf("sqlite: commit admit: %w", err)
 			}
+			for _, p := range in.Parts {
+				if _, err := st(qInputPart).ExecContext(ctx, p.ID, in.ID, sessionID); err != nil {
+					return 0, nil, fmt.Errorf("sqlite: commit admit: %w", err)
+				}
+			}
 		}
 	}
 	if len(b.Inputs) > 0 {
@@ -566,6 +606,11 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 		for i, in := range b.Inputs {
 			if _, err := ui.ExecContext(ctx, string(in.State), enc.inputs[i], in.ID); err != nil {
 				return 0, nil, fmt.Errorf("sqlite: commit input: %w", err)
+			}
+			for _, p := range in.Parts { // a replace brings new parts
+				if _, err := st(qInputPart).ExecContext(ctx, p.ID, in.ID, sessionID); err != nil {
+					return 0, nil, fmt.Errorf("sqlite: commit input: %w", err)
+				}
 			}
 		}
 	}
@@ -645,6 +690,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		`DELETE FROM parts WHERE session_id = ?`,
 		`DELETE FROM messages WHERE session_id = ?`,
 		`DELETE FROM inputs WHERE session_id = ?`,
+		`DELETE FROM input_parts WHERE session_id = ?`,
 		`DELETE FROM events WHERE session_id = ?`,
 	} {
 		if _, err := tx.ExecContext(ctx, q, id); err != nil {

@@ -35,6 +35,7 @@ func Run(t *testing.T, open Opener) {
 		{"DeleteMessages", testDeleteMessages},
 		{"MessagesPage", testMessagesPage},
 		{"NoAliasing", testNoAliasing},
+		{"PartIDsUnique", testPartIDsUnique},
 		{"AdmitConflict", testAdmitConflict},
 		{"BatchAllOrNothing", testAllOrNothing},
 		{"CancelledContext", testCancelled},
@@ -438,6 +439,50 @@ func testMessages(t *testing.T, s store.Store) {
 		}
 	}
 	eqStrings(t, "other session", messageIDs(t, s, "ses_other"), []string{"msg_o"})
+}
+
+// testPartIDsUnique: an admitted input's part ID must not be in use by a
+// stored part (any session) or another input's part, nor twice in one
+// batch; a refused batch admits nothing; deleting a session frees its IDs.
+func testPartIDsUnique(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const a, b = "ses_pa", "ses_pb"
+	commit(t, s, a, &store.Batch{Session: NewSession(a), Messages: []opencode.Message{AssistantMessage(a, "msg_pa1", "")},
+		Parts: []opencode.Part{TextPart(a, "msg_pa1", "prt_stored", "x")}, Admit: []*opencode.Input{NewInput(a, "msg_pa2")}})
+	commit(t, s, b, &store.Batch{Session: NewSession(b)})
+	withPart := func(id, partID string) *opencode.Input {
+		in := NewInput(b, id)
+		in.Parts[0].ID = partID
+		return in
+	}
+	twice := NewInput(b, "msg_pb3")
+	twice.Parts = append(twice.Parts, twice.Parts[0])
+	for _, tc := range []struct {
+		name  string
+		admit []*opencode.Input
+		part  string
+	}{
+		{"a stored part of another session", []*opencode.Input{withPart("msg_pb1", "prt_stored")}, "prt_stored"},
+		{"another input's part", []*opencode.Input{withPart("msg_pb2", "prt_msg_pa2")}, "prt_msg_pa2"},
+		{"twice in one input", []*opencode.Input{twice}, "prt_msg_pb3"},
+		{"two inputs of one batch", []*opencode.Input{withPart("msg_pb4", "prt_same"), withPart("msg_pb5", "prt_same")}, "prt_same"},
+	} {
+		err := s.Commit(ctx, b, &store.Batch{Admit: tc.admit})
+		var pce *store.PartConflictError
+		if !errors.As(err, &pce) || pce.ID != tc.part || !errors.Is(err, store.ErrConflict) {
+			t.Errorf("%s: Commit = %v, want a PartConflictError for %s", tc.name, err, tc.part)
+		}
+		for _, in := range tc.admit {
+			if _, err := s.GetInput(ctx, in.ID); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("%s: input %s was admitted by a refused batch", tc.name, in.ID)
+			}
+		}
+	}
+	commit(t, s, b, &store.Batch{Admit: []*opencode.Input{withPart("msg_pb6", "prt_fresh")}})
+	if err := s.DeleteSession(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, s, b, &store.Batch{Admit: []*opencode.Input{withPart("msg_pb7", "prt_msg_pa2")}})
 }
 
 // testNoAliasing: what a caller committed or read is its own: changing it
