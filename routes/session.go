@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -355,21 +356,21 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	before := q.Get("before")
-	msgs, err := s.m.Messages(r.Context(), id)
+	// The last limit messages (before a message, with ?before=), oldest
+	// first: only that page is read.
+	pq := lifecycle.PageQuery{Before: true, Limit: limit}
+	if before := q.Get("before"); before != "" {
+		pq.Anchor = before
+	}
+	msgs, err := s.m.MessagesPage(r.Context(), id, pq)
+	var oe *opencode.Error
+	if errors.As(err, &oe) && oe.Code == opencode.EInvalid {
+		// A ?before= that is not in the session cuts nothing.
+		pq.Anchor = ""
+		msgs, err = s.m.MessagesPage(r.Context(), id, pq)
+	}
 	if err != nil {
 		return err
-	}
-	if before != "" {
-		for i, mp := range msgs {
-			if mp.Info.ID == before {
-				msgs = msgs[:i]
-				break
-			}
-		}
-	}
-	if limit > 0 && len(msgs) > limit {
-		msgs = msgs[len(msgs)-limit:]
 	}
 	if msgs == nil {
 		msgs = []opencode.MessageWithParts{}
