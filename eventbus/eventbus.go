@@ -7,6 +7,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/opencode-server/opencode-server/opencode"
 )
@@ -40,7 +41,16 @@ type Subscription struct {
 	// waiting counts WaitDelivered calls waiting on this subscriber.
 	waiting atomic.Int32
 	track   atomic.Bool
+	// stuck is the ack position at which the subscriber was found not
+	// writing for stuckAfter (-1: not stuck); it is not waited for again
+	// until it acknowledges more.
+	stuck atomic.Int64
 }
+
+// stuckAfter is how long WaitDelivered waits for a subscriber that makes no
+// progress at all: a client that stopped reading must not hold up every
+// blocking prompt (its writes time out and cut it off in their own time).
+const stuckAfter = 500 * time.Millisecond
 
 // Track makes WaitDelivered wait for this subscriber's acknowledgements. SSE
 // writers track; internal subscribers that never Ack must not.
@@ -54,6 +64,7 @@ func (b *Bus) Subscribe(buf int, filter func(*opencode.Event) bool) *Subscriptio
 	}
 	c := make(chan *opencode.Event, buf)
 	s := &Subscription{C: c, c: c, filter: filter, bus: b, closed: make(chan struct{}), acked: make(chan struct{})}
+	s.stuck.Store(-1)
 	b.mu.Lock()
 	b.subs[s] = struct{}{}
 	b.mu.Unlock()
@@ -128,25 +139,44 @@ func (b *Bus) WaitDelivered(ctx context.Context, pos int64) {
 	}
 	b.mu.Unlock()
 	for _, s := range subs {
-		s.waiting.Add(1)
-		for {
-			next := s.ackWait()
-			target := min(pos, s.enq.Load())
-			if s.ack.Load() >= target {
-				break
-			}
-			select {
-			case <-next:
-			case <-s.closed:
-			case <-ctx.Done():
-				s.waiting.Add(-1)
-				return
-			}
-			if isClosed(s.closed) {
-				break
-			}
+		if !s.waitFor(ctx, pos) {
+			return
 		}
-		s.waiting.Add(-1)
+	}
+}
+
+// waitFor waits until s acknowledged pos (or what of it was queued to it),
+// is gone, or has made no progress for stuckAfter. It reports false when
+// ctx ended.
+func (s *Subscription) waitFor(ctx context.Context, pos int64) bool {
+	if st := s.stuck.Load(); st >= 0 {
+		if s.ack.Load() == st {
+			return true // still stuck: not waited for
+		}
+		s.stuck.Store(-1) // it moved again
+	}
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	timer := time.NewTimer(stuckAfter)
+	defer timer.Stop()
+	for {
+		next := s.ackWait()
+		target := min(pos, s.enq.Load())
+		ack := s.ack.Load()
+		if ack >= target {
+			return true
+		}
+		select {
+		case <-next:
+			timer.Reset(stuckAfter) // progress
+		case <-timer.C:
+			s.stuck.Store(ack)
+			return true
+		case <-s.closed:
+			return true
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
