@@ -102,32 +102,27 @@ func New(cfg Config) *Manager {
 // that a crash or shutdown cut off, so they are closed, continued and
 // drained without waiting for a client.
 func (m *Manager) Resume(ctx context.Context) error {
-	sessions, err := m.store.ListSessions(ctx)
+	// Only the sessions a crash or shutdown left open (flagged when a turn
+	// starts, cleared when it ends) or with pending inputs: start-up does
+	// not read every history.
+	ids, err := m.store.OpenSessions(ctx)
 	if err != nil {
 		return err
 	}
-	for _, s := range sessions {
-		pending, err := m.store.PendingInputs(ctx, s.ID)
-		if err != nil {
+	for _, id := range ids {
+		if _, err := m.runner(ctx, id); err != nil {
 			return err
 		}
-		open := len(pending) > 0
-		if !open {
-			msgs, err := m.store.ListMessages(ctx, s.ID)
-			if err != nil {
-				return err
+		// A session flagged open with nothing left to do (an older store,
+		// or a turn whose end was its last commit) is cleared.
+		err := m.do(ctx, id, func(r *runner) {
+			if r.turn == nil && len(r.pending) == 0 {
+				closed := false
+				r.tx().batch.Open = &closed
 			}
-			for _, mp := range msgs {
-				if mp.Info.Role == opencode.Assistant && mp.Info.Time.Completed == nil {
-					open = true
-				}
-			}
-			open = open || interruptedByServer(msgs) || m.unanswered(msgs)
-		}
-		if open {
-			if _, err := m.runner(ctx, s.ID); err != nil {
-				return err
-			}
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

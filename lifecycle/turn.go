@@ -38,6 +38,10 @@ func (r *runner) maybeStart() {
 	ctx, cancel := context.WithCancel(r.m.ctx)
 	agent, model := r.turnDefaults()
 	r.turn = &turn{ctx: ctx, cancel: cancel, agent: agent, model: model}
+	// Flag the session open in the commit that starts the turn: a restart
+	// resumes flagged sessions without reading every history.
+	open := true
+	r.tx().batch.Open = &open
 	r.m.setBusy(r.id, true)
 	if len(batch) == 0 {
 		// Continue a turn the server cut off: same user message, a new step.
@@ -494,6 +498,8 @@ func (r *runner) endTurn() {
 	now := r.m.now()
 	t := r.tx()
 	t.hold = true // see endStep
+	closed := false
+	t.batch.Open = &closed
 	s := r.sess
 	s.Time.Updated = now
 	t.session(s)

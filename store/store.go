@@ -41,6 +41,10 @@ type Batch struct {
 	// creation position, a replaced one keeps its position.
 	Messages []opencode.Message
 	Parts    []opencode.Part
+	// Open, if set, flags the session as having work a restart must pick
+	// up (a turn started) or clears the flag (its turn ended): start-up
+	// reads only flagged sessions and those with pending inputs.
+	Open *bool
 	// DeleteMessages removes messages of the session with all their parts,
 	// and DeleteParts single parts (a revoked input's shown user message, a
 	// replaced input's old parts). Unknown IDs are ignored. Applied after
@@ -61,7 +65,7 @@ type Batch struct {
 
 // Empty reports whether the batch writes nothing.
 func (b *Batch) Empty() bool {
-	return b.Session == nil && len(b.Messages) == 0 && len(b.Parts) == 0 &&
+	return b.Session == nil && b.Open == nil && len(b.Messages) == 0 && len(b.Parts) == 0 &&
 		len(b.DeleteMessages) == 0 && len(b.DeleteParts) == 0 && len(b.Admit) == 0 && len(b.Inputs) == 0 && len(b.Events) == 0
 }
 
@@ -81,6 +85,9 @@ type Store interface {
 	Commit(ctx context.Context, sessionID string, b *Batch) error
 
 	GetSession(ctx context.Context, id string) (opencode.Session, error)
+	// OpenSessions lists, oldest created first, the sessions flagged open
+	// (Batch.Open) or with pending inputs: what a restart must resume.
+	OpenSessions(ctx context.Context) ([]string, error)
 	// ListSessions returns all sessions, oldest created first.
 	ListSessions(ctx context.Context) ([]opencode.Session, error)
 	// DeleteSession removes a session with its messages, parts, inputs and log.

@@ -24,6 +24,7 @@ type part struct {
 }
 
 type session struct {
+	open     bool
 	s        opencode.Session
 	order    int64
 	messages map[string]*message
@@ -124,6 +125,9 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		}
 		s.s = deep(*b.Session)
 	}
+	if b.Open != nil {
+		s.open = *b.Open
+	}
 	for _, msg := range b.Messages {
 		cur := s.messages[msg.ID]
 		if cur == nil {
@@ -202,6 +206,28 @@ func (m *Store) partTaken(id string) bool {
 		}
 	}
 	return false
+}
+
+// OpenSessions implements store.Store.
+func (m *Store) OpenSessions(context.Context) ([]string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var open []*session
+	for _, s := range m.sessions {
+		pending := false
+		for _, in := range s.inputs {
+			pending = pending || in.State == opencode.InputPending
+		}
+		if s.open || pending {
+			open = append(open, s)
+		}
+	}
+	sort.Slice(open, func(i, j int) bool { return open[i].order < open[j].order })
+	out := make([]string, len(open))
+	for i, s := range open {
+		out[i] = s.s.ID
+	}
+	return out, nil
 }
 
 // GetSession implements store.Store.

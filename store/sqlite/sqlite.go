@@ -25,7 +25,8 @@ import (
 
 // schemaVersion 2 added input_parts: the part IDs of admitted inputs, so a
 // part ID is unique across stored parts and pending input parts alike.
-const schemaVersion = 2
+// 3 added sessions.open: the flag start-up reads instead of every history.
+const schemaVersion = 3
 
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS sessions (
@@ -65,6 +66,7 @@ var schema = []string{
 		session_id TEXT NOT NULL
 	)`,
 	`CREATE INDEX IF NOT EXISTS input_parts_session ON input_parts(session_id)`,
+	`CREATE INDEX IF NOT EXISTS inputs_state ON inputs(state)`,
 	`CREATE TABLE IF NOT EXISTS events (
 		session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
 		seq        INTEGER NOT NULL,
@@ -95,6 +97,7 @@ const (
 	qUpdateInput  = `UPDATE inputs SET state = ?, json = ? WHERE id = ?`
 	qAppendEvent  = `INSERT INTO events(session_id, seq, id, type, version, directory, data) VALUES(?, ?, ?, ?, ?, ?, ?)`
 	qSetLastSeq   = `UPDATE sessions SET last_seq = ? WHERE id = ?`
+	qSetOpen      = `UPDATE sessions SET open = ? WHERE id = ?`
 )
 
 // Read statements, prepared on the read pool.
@@ -193,7 +196,7 @@ func Open(ctx context.Context, path string) (_ *Store, err error) {
 		return nil, fmt.Errorf("sqlite: load order: %w", err)
 	}
 	for _, q := range []string{qAdmitTaken, qPartTaken, qInputPart, qSessionSeq, qInputExists, qUpsertSess, qUpsertMsg,
-		qMsgInSession, qUpsertPart, qDelMsgParts, qDelMsg, qDelPart, qAdmit, qUpdateInput, qAppendEvent, qSetLastSeq} {
+		qMsgInSession, qUpsertPart, qDelMsgParts, qDelMsg, qDelPart, qAdmit, qUpdateInput, qAppendEvent, qSetLastSeq, qSetOpen} {
 		st, perr := s.w.PrepareContext(ctx, q)
 		if perr != nil {
 			return nil, fmt.Errorf("sqlite: prepare: %w", perr)
@@ -235,6 +238,25 @@ func (s *Store) migrate(ctx context.Context) error {
 	for _, q := range schema {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("sqlite: migrate: %w", err)
+		}
+	}
+	if v < 3 {
+		// From 2 (or a new database): the open flag. Sessions of an older
+		// database are all flagged; each first start clears the flag of
+		// those with nothing to resume.
+		var has int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info('sessions') WHERE name = 'open'`).Scan(&has); err != nil {
+			return fmt.Errorf("sqlite: migrate: %w", err)
+		}
+		if has == 0 {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE sessions ADD COLUMN open INTEGER NOT NULL DEFAULT 0`); err != nil {
+				return fmt.Errorf("sqlite: migrate: %w", err)
+			}
+		}
+		if v > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE sessions SET open = 1`); err != nil {
+				return fmt.Errorf("sqlite: migrate: %w", err)
+			}
 		}
 	}
 	if v == 1 {
@@ -546,6 +568,15 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 			return 0, nil, fmt.Errorf("sqlite: commit session: %w", err)
 		}
 	}
+	if b.Open != nil {
+		open := 0
+		if *b.Open {
+			open = 1
+		}
+		if _, err := st(qSetOpen).ExecContext(ctx, open, sessionID); err != nil {
+			return 0, nil, fmt.Errorf("sqlite: commit open: %w", err)
+		}
+	}
 	if len(b.Messages) > 0 {
 		um := st(qUpsertMsg)
 		for i, m := range b.Messages {
@@ -644,6 +675,25 @@ func (s *Store) GetSession(ctx context.Context, id string) (opencode.Session, er
 		return sess, fmt.Errorf("sqlite: decode session: %w", err)
 	}
 	return sess, nil
+}
+
+// OpenSessions implements store.Store: an index read, not the history.
+func (s *Store) OpenSessions(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id FROM sessions WHERE open = 1
+		OR id IN (SELECT session_id FROM inputs WHERE state = 'pending') ORDER BY ord`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("sqlite: open sessions: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // ListSessions implements store.Store.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,6 +37,7 @@ func Run(t *testing.T, open Opener) {
 		{"MessagesPage", testMessagesPage},
 		{"NoAliasing", testNoAliasing},
 		{"PartIDsUnique", testPartIDsUnique},
+		{"OpenSessions", testOpenSessions},
 		{"AdmitConflict", testAdmitConflict},
 		{"BatchAllOrNothing", testAllOrNothing},
 		{"CancelledContext", testCancelled},
@@ -439,6 +441,32 @@ func testMessages(t *testing.T, s store.Store) {
 		}
 	}
 	eqStrings(t, "other session", messageIDs(t, s, "ses_other"), []string{"msg_o"})
+}
+
+// testOpenSessions: the sessions a restart must resume are those flagged
+// open and those with pending inputs, oldest first; clearing the flag and
+// delivering the inputs takes a session off the list.
+func testOpenSessions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	yes, no := true, false
+	commit(t, s, "ses_o1", &store.Batch{Session: NewSession("ses_o1")})
+	commit(t, s, "ses_o2", &store.Batch{Session: NewSession("ses_o2"), Open: &yes})
+	commit(t, s, "ses_o3", &store.Batch{Session: NewSession("ses_o3"), Admit: []*opencode.Input{NewInput("ses_o3", "msg_o3")}})
+	commit(t, s, "ses_o4", &store.Batch{Session: NewSession("ses_o4")})
+	open := func() []string {
+		ids, err := s.OpenSessions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.DeleteFunc(ids, func(id string) bool { return !strings.HasPrefix(id, "ses_o") })
+	}
+	eqStrings(t, "open", open(), []string{"ses_o2", "ses_o3"})
+	commit(t, s, "ses_o2", &store.Batch{Open: &no})
+	in := NewInput("ses_o3", "msg_o3")
+	in.State = opencode.InputDelivered
+	commit(t, s, "ses_o3", &store.Batch{Inputs: []*opencode.Input{in}, Open: &yes})
+	commit(t, s, "ses_o4", &store.Batch{Open: &yes})
+	eqStrings(t, "after", open(), []string{"ses_o3", "ses_o4"})
 }
 
 // testPartIDsUnique: an admitted input's part ID must not be in use by a
