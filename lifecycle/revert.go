@@ -205,7 +205,8 @@ func (r *runner) cleanupRevert() error {
 	if _, err := r.saveSession(t, s); err != nil {
 		return err
 	}
-	r.history = nil
+	r.history, r.lazy = nil, false
+	r.firstSnap = firstSnapshot(keep)
 	for _, mp := range keep {
 		r.remember(mp)
 	}

@@ -19,6 +19,9 @@ type state struct {
 	msgs     []opencode.MessageWithParts
 	lastSeq  int64
 	lastUser string
+	// lazy: the session has nothing to resume, so its history was not read
+	// (a cold inbox, abort or edit does not need it); a turn reads it.
+	lazy bool
 }
 
 func (m *Manager) load(ctx context.Context, id string) (*state, error) {
@@ -30,15 +33,25 @@ func (m *Manager) load(ctx context.Context, id string) (*state, error) {
 	if err != nil {
 		return nil, mapStoreErr(err, id)
 	}
-	msgs, err := m.store.ListMessages(ctx, id)
-	if err != nil {
-		return nil, mapStoreErr(err, id)
-	}
 	last, err := m.store.LastSeq(ctx, id)
 	if err != nil {
 		return nil, mapStoreErr(err, id)
 	}
-	return &state{sess: sess, pending: pending, msgs: msgs, lastSeq: last}, nil
+	st := &state{sess: sess, pending: pending, lastSeq: last}
+	if len(pending) == 0 {
+		open, err := m.store.OpenSessions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		st.lazy = !slices.Contains(open, id)
+	}
+	if !st.lazy {
+		// Recovery needs the history now: a turn may have been cut off.
+		if st.msgs, err = m.store.ListMessages(ctx, id); err != nil {
+			return nil, mapStoreErr(err, id)
+		}
+	}
+	return st, nil
 }
 
 // waitResult answers a blocking prompt: the last assistant message of the
@@ -72,6 +85,8 @@ type runner struct {
 	stream chan streamMsg
 	// pend is the work not yet committed (see tx).
 	pend *tx
+	// lazy: the history is not read yet (see state.lazy).
+	lazy bool
 	// firstSnap is the project's files when the session's first step
 	// started: session.diff is measured from it.
 	firstSnap string
@@ -141,7 +156,7 @@ type step struct {
 
 func newRunner(m *Manager, st *state) *runner {
 	r := &runner{m: m, id: st.sess.ID, cmds: make(chan command, 64), stream: make(chan streamMsg, 256), boot: st.msgs,
-		done: make(chan struct{}), sess: st.sess, lastSeq: st.lastSeq, pending: st.pending,
+		done: make(chan struct{}), sess: st.sess, lastSeq: st.lastSeq, pending: st.pending, lazy: st.lazy,
 		waiters: map[string][]chan waitResult{}}
 	return r
 }
@@ -158,6 +173,11 @@ type command struct {
 func (r *runner) start() {
 	msgs := r.boot
 	r.boot = nil
+	if r.lazy {
+		r.maybeStart()
+		r.flushPending()
+		return
+	}
 	// A shown input's message is stored before it is delivered: the model
 	// sees it only once it is (it is remembered then).
 	waiting := map[string]bool{}
@@ -182,6 +202,24 @@ func (r *runner) start() {
 	}
 	r.maybeStart()
 	r.flushPending()
+}
+
+// ensureHistory reads the conversation of a lazily started runner, before
+// its first turn needs it.
+func (r *runner) ensureHistory() error {
+	if !r.lazy {
+		return nil
+	}
+	msgs, err := r.m.store.ListMessages(r.m.ctx, r.id)
+	if err != nil {
+		return err
+	}
+	r.lazy = false
+	r.firstSnap = firstSnapshot(msgs)
+	for _, mp := range msgs {
+		r.remember(mp)
+	}
+	return nil
 }
 
 // interruptedByServer reports whether the last message is an assistant
@@ -468,6 +506,7 @@ func userMessage(in *opencode.Input, agent string, model opencode.MessageModel, 
 // undoPoint is the runner state an admission may change before its commit,
 // so a failed commit can undo it (see Manager.Admit).
 type undoPoint struct {
+	lazy    bool
 	pending []*opencode.Input
 	history int
 	sess    opencode.Session
@@ -476,7 +515,7 @@ type undoPoint struct {
 }
 
 func (r *runner) undoPoint() undoPoint {
-	return undoPoint{pending: append([]*opencode.Input(nil), r.pending...), history: len(r.history),
+	return undoPoint{lazy: r.lazy, pending: append([]*opencode.Input(nil), r.pending...), history: len(r.history),
 		sess: r.sess, resume: r.resume, turn: r.turn}
 }
 
@@ -492,6 +531,10 @@ func (r *runner) restore(s undoPoint) {
 	r.pending = s.pending
 	// A fresh array: the cancelled model call may still read the old one.
 	r.history = append([]provider.Message(nil), r.history[:s.history]...)
+	if s.lazy && !r.lazy {
+		// The history read for the turn goes too; the next turn reads it.
+		r.lazy, r.history, r.firstSnap = true, nil, ""
+	}
 	r.sess = s.sess
 	r.resume = s.resume
 }

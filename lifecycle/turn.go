@@ -35,6 +35,12 @@ func (r *runner) maybeStart() {
 		r.notifyIdle()
 		return
 	}
+	if err := r.ensureHistory(); err != nil {
+		// The store cannot be read: the input stays pending for the next
+		// command (or a restart) to try again.
+		r.m.log.Error("read history failed", "session", r.id, "err", err)
+		return
+	}
 	ctx, cancel := context.WithCancel(r.m.ctx)
 	agent, model := r.turnDefaults()
 	r.turn = &turn{ctx: ctx, cancel: cancel, agent: agent, model: model}
