@@ -31,7 +31,7 @@ func (c *countingStore) ListMessages(ctx context.Context, id string) ([]opencode
 // next turn reads it, and the model sees the whole conversation.
 func TestColdCommandsSkipHistory(t *testing.T) {
 	st := &countingStore{Store: memory.New()}
-	model := scripted.New(scripted.Config{})
+	model := scripted.New(scripted.Config{Record: true})
 	m := lifecycle.New(lifecycle.Config{Store: st, Bus: eventbus.New(), Provider: model,
 		ProviderID: scripted.ProviderID, ModelID: scripted.ModelID, IdleTimeout: time.Millisecond})
 	defer m.Close()

@@ -72,6 +72,7 @@ func Start(t testing.TB, o Options) *Server {
 	} else {
 		s.Store = memory.New()
 	}
+	o.Scripted.Record = true // tests read what the model was asked
 	if o.Scripted.Chunks == 0 {
 		o.Scripted.Chunks = 3
 	}

@@ -27,10 +27,13 @@ type Config struct {
 	Chunks int
 	// Delay is slept before each chunk.
 	Delay time.Duration
+	// Record keeps every request for Calls (tests). Off, the model keeps
+	// nothing per request: a long-running server does not grow with it.
+	Record bool
 }
 
-// Model is the scripted provider. It records every request it receives so
-// tests can check what the model was asked.
+// Model is the scripted provider. With Config.Record it records every
+// request it receives so tests can check what the model was asked.
 type Model struct {
 	cfg   Config
 	mu    sync.Mutex
@@ -70,7 +73,9 @@ func (m *Model) ReplyFor(req provider.Request) string {
 // Stream implements provider.Provider.
 func (m *Model) Stream(ctx context.Context, req provider.Request, emit func(provider.Chunk)) error {
 	m.mu.Lock()
-	m.calls = append(m.calls, req)
+	if m.cfg.Record {
+		m.calls = append(m.calls, req)
+	}
 	m.mu.Unlock()
 
 	reply := m.ReplyFor(req)
