@@ -126,15 +126,15 @@ func isV2Event(typ string) bool {
 	return strings.HasPrefix(typ, "session.next.") || strings.HasPrefix(typ, "session.inbox.")
 }
 
-// flushPending commits whatever the runner has pending. A failed commit of
-// a running turn's progress is logged, not retried: the runner's memory has
-// moved on, and a restart recovers from what was committed.
+// flushPending commits whatever the runner has pending. A failed commit is
+// not retried: the runner's memory has moved past what is stored, so the
+// loop stops it (see fail) and the next command rebuilds it from the store.
 func (r *runner) flushPending() {
 	if r.pend == nil {
 		return
 	}
-	if _, err := r.pend.flush(); err != nil {
-		r.m.log.Error("commit failed", "session", r.id, "err", err)
+	if _, err := r.pend.flush(); err != nil && r.failure == nil {
+		r.failure = err
 	}
 }
 

@@ -256,6 +256,9 @@ func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) e
 				return nil
 			default:
 			}
+			if r.failure != nil {
+				return r.exit // f ran, but what it did could not be stored
+			}
 			if ran {
 				return nil
 			}

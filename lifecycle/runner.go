@@ -87,6 +87,8 @@ type runner struct {
 	pend *tx
 	// lazy: the history is not read yet (see state.lazy).
 	lazy bool
+	// failure is a commit that failed: the runner stops (fail).
+	failure error
 	// firstSnap is the project's files when the session's first step
 	// started: session.diff is measured from it.
 	firstSnap string
@@ -333,6 +335,10 @@ const streamBurst = 64
 func (r *runner) loop() {
 	defer r.m.wg.Done()
 	r.start()
+	if r.failure != nil {
+		r.fail()
+		return
+	}
 	idle := time.NewTimer(r.m.cfg.IdleTimeout)
 	defer idle.Stop()
 	for {
@@ -367,6 +373,10 @@ func (r *runner) loop() {
 			return
 		}
 		r.flushPending()
+		if r.failure != nil {
+			r.fail() // the command's caller learns it from r.done and r.exit
+			return
+		}
 		if done != nil {
 			close(done)
 		}
@@ -409,6 +419,39 @@ func (r *runner) shutdown(why error) {
 		r.interrupt(interruptedPrefix+" shutdown", false)
 	}
 	r.flushPending()
+	r.exit = why
+	for id, ws := range r.waiters {
+		for _, w := range ws {
+			w <- waitResult{err: why}
+		}
+		delete(r.waiters, id)
+	}
+	for _, c := range r.idle {
+		close(c)
+	}
+	r.idle = nil
+	r.m.forget(r)
+	close(r.done)
+}
+
+// fail stops the runner after a failed commit, as a database ends a
+// transaction that could not commit: nothing of the failed work was
+// published, the turn's model call and tools are cancelled, every waiter
+// gets a 503, and the runner is dropped. The next command for the session
+// starts a new runner from what is stored; its recovery closes a turn the
+// store still shows open.
+func (r *runner) fail() {
+	err := r.failure
+	r.m.log.Error("commit failed: session runner stopped", "session", r.id, "err", err)
+	if r.turn != nil {
+		r.turn.cancel()
+		r.turn = nil
+		r.m.setBusy(r.id, false)
+	}
+	r.rejectAsks()
+	r.pend = nil
+	why := &opencode.Error{Code: opencode.EUnavailable, SessionID: r.id,
+		Message: "Session " + r.id + " stopped after a failed write to the store; retry the request"}
 	r.exit = why
 	for id, ws := range r.waiters {
 		for _, w := range ws {
@@ -550,7 +593,14 @@ func admitError(err error, id string) error {
 		return &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: id,
 			Message: "Message ID " + id + " is already in use"}
 	}
-	return err
+	var oe *opencode.Error
+	if errors.As(err, &oe) {
+		return err
+	}
+	// The store could not take the write: nothing was admitted; a retry
+	// with the same message ID is safe.
+	return &opencode.Error{Code: opencode.EUnavailable, MessageID: id,
+		Message: "Message " + id + " could not be stored, nothing was admitted; retry the request"}
 }
 
 func (r *runner) pendingIndex(id string) int {

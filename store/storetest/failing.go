@@ -1,0 +1,49 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/opencode-server/opencode-server/store"
+)
+
+// ErrInjected is the error a Failing store's armed commit returns.
+var ErrInjected = errors.New("storetest: injected commit failure")
+
+// Failing wraps a store and fails chosen commits, for tests of what the
+// server does when a write does not make it to disk.
+type Failing struct {
+	store.Store
+	mu    sync.Mutex
+	match func(sessionID string, b *store.Batch) bool
+	hits  int
+}
+
+// FailNext arms the store: the next commit for which match returns true
+// fails with ErrInjected and writes nothing; later ones succeed.
+func (f *Failing) FailNext(match func(sessionID string, b *store.Batch) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.match = match
+}
+
+// Failed is how many commits were failed.
+func (f *Failing) Failed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hits
+}
+
+// Commit implements store.Store.
+func (f *Failing) Commit(ctx context.Context, sessionID string, b *store.Batch) error {
+	f.mu.Lock()
+	if f.match != nil && f.match(sessionID, b) {
+		f.match = nil
+		f.hits++
+		f.mu.Unlock()
+		return ErrInjected
+	}
+	f.mu.Unlock()
+	return f.Store.Commit(ctx, sessionID, b)
+}
