@@ -87,19 +87,27 @@ func (t *tx) session(s opencode.Session) {
 func (t *tx) flush() (int64, error) {
 	r := t.r
 	r.pend = nil
-	// v1 events are live-only (OpenCode keeps no log of them), so they go
-	// out before the commit: a v1 client sees the first text without
-	// waiting for an fsync. Each stream keeps its own order: v1 events here
-	// follow every v1 event of earlier flushes, and v2 events (durable ones
-	// first committed) follow in their order after the commit.
+	// v1 events are live-only (OpenCode keeps no log of them), so those of
+	// a message still streaming go out before the commit: a v1 client sees
+	// the first text without waiting for an fsync. A held flush (admission,
+	// a finished step, the end of a turn) publishes them after the commit,
+	// so a client that refetches on them finds what they announce, and
+	// after its v2 events: a consumer that stops at session.idle has seen
+	// the turn's session.next.step.ended. v2 events (durable ones first
+	// committed) always follow the commit. Each stream keeps its own order.
 	pos := r.m.bus.Position()
-	late := t.events[:0:0]
+	var early, late []*opencode.Event
 	for _, e := range t.events {
-		if t.hold || e.Durable || isV2Event(e.Type) {
+		if e.Durable || isV2Event(e.Type) {
 			late = append(late, e)
-			continue
+		} else {
+			early = append(early, e)
 		}
-		pos = r.m.publish(e)
+	}
+	if !t.hold {
+		for _, e := range early {
+			pos = r.m.publish(e)
+		}
 	}
 	if !t.batch.Empty() {
 		if err := r.m.store.Commit(context.Background(), r.id, &t.batch); err != nil {
@@ -113,6 +121,11 @@ func (t *tx) flush() (int64, error) {
 	}
 	for _, e := range late {
 		pos = r.m.publish(e)
+	}
+	if t.hold {
+		for _, e := range early {
+			pos = r.m.publish(e)
+		}
 	}
 	for _, f := range t.after {
 		f(pos)

@@ -239,8 +239,10 @@ func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) e
 		select {
 		case r.cmds <- c:
 		case <-r.done:
-			if r.exit == errEvicted {
-				continue // it went idle and let go; a fresh runner takes over
+			if r.exit == errEvicted || r.failure != nil {
+				// It went idle and let go, or stopped after a failed
+				// commit: a fresh runner takes over from the store.
+				continue
 			}
 			return r.exitErr()
 		case <-ctx.Done():

@@ -361,9 +361,28 @@ func render(resp *http.Response, frames []string, n *normalizer) string {
 		}
 	}
 	b.WriteString("\n")
+	// The v1 frames, then the v2 ones (session.next.*, session.inbox.*),
+	// each in stream order: each stream's order is promised, how the two
+	// interleave depends on how model chunks fall into commits.
+	var v2 []string
+	v1 := 0
 	for _, f := range frames {
+		if strings.Contains(f, `"type":"session.next.`) || strings.Contains(f, `"type":"session.inbox.`) {
+			v2 = append(v2, f)
+			continue
+		}
+		v1++
 		b.WriteString(n.apply(f))
 		b.WriteString("\n\n")
+	}
+	if len(v2) > 0 {
+		if v1 > 0 {
+			b.WriteString("# v2 frames of the same stream, in their order\n\n")
+		}
+		for _, f := range v2 {
+			b.WriteString(n.apply(f))
+			b.WriteString("\n\n")
+		}
 	}
 	return b.String()
 }
@@ -488,6 +507,12 @@ func TestGoldenEvent(t *testing.T) {
 		if !idRE.MatchString(ev.ID) || !strings.HasPrefix(ev.ID, "evt_") {
 			t.Errorf("frame %d: event id %q", i, ev.ID)
 		}
+	}
+	// A consumer that stops at session.idle has seen the turn's step end.
+	ended := slices.IndexFunc(tr.event, func(f string) bool { return strings.Contains(f, `"type":"session.next.step.ended"`) })
+	idle := slices.IndexFunc(tr.event, func(f string) bool { return strings.Contains(f, `"type":"session.idle"`) })
+	if ended < 0 || idle < 0 || ended > idle {
+		t.Errorf("session.next.step.ended at frame %d, session.idle at %d: the step end must come first", ended, idle)
 	}
 	golden(t, "event.golden", render(tr.eventS.header(), tr.event, newNormalizer(tr.e.dir)))
 }
