@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/tailscale/hujson"
 )
 
 // File is the part of opencode.json this server uses.
@@ -92,7 +94,7 @@ func GlobalDir() string {
 }
 
 // StripJSONC turns JSONC (comments, trailing commas) into JSON.
-func StripJSONC(b []byte) []byte { return stripJSONC(b) }
+func StripJSONC(b []byte) ([]byte, error) { return stripJSONC(b) }
 
 // Paths returns the files OpenCode would read, lowest precedence first:
 // the global config ($XDG_CONFIG_HOME/opencode/opencode.json[c] or
@@ -197,7 +199,11 @@ func (f *File) merge(o *File) {
 // Parse decodes one file: JSON with comments and trailing commas (JSONC),
 // with {env:VAR} and {file:path} substituted as OpenCode does.
 func Parse(b []byte, dir string) (*File, error) {
-	b = substitute(stripJSONC(b), dir)
+	b, err := stripJSONC(b)
+	if err != nil {
+		return nil, err
+	}
+	b = substitute(b, dir)
 	var f File
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&f); err != nil {
@@ -241,56 +247,15 @@ func substitute(b []byte, dir string) []byte {
 	})
 }
 
-// stripJSONC removes // and /* */ comments and trailing commas outside strings.
-func stripJSONC(b []byte) []byte {
-	out := make([]byte, 0, len(b))
-	inStr, esc := false, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inStr {
-			out = append(out, c)
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		switch {
-		case c == '"':
-			inStr = true
-			out = append(out, c)
-		case c == '/' && i+1 < len(b) && b[i+1] == '/':
-			for i < len(b) && b[i] != '\n' {
-				i++
-			}
-			if i < len(b) {
-				out = append(out, '\n')
-			}
-		case c == '/' && i+1 < len(b) && b[i+1] == '*':
-			i += 2
-			for i+1 < len(b) && !(b[i] == '*' && b[i+1] == '/') {
-				i++
-			}
-			i++
-		case c == ',':
-			// Drop a comma followed only by whitespace and a closing bracket.
-			j := i + 1
-			for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
-				j++
-			}
-			if j < len(b) && (b[j] == '}' || b[j] == ']') {
-				continue
-			}
-			out = append(out, c)
-		default:
-			out = append(out, c)
-		}
+// stripJSONC turns JSONC (comments, trailing commas: the format of
+// opencode.jsonc and of OpenCode's opencode.json) into standard JSON, with
+// tailscale's hujson: a maintained parser rather than a hand-written one.
+func stripJSONC(b []byte) ([]byte, error) {
+	out, err := hujson.Standardize(append([]byte(nil), b...))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	return out
+	return out, nil
 }
 
 // SplitModel splits "provider/model" (the model part may contain slashes).

@@ -45,6 +45,30 @@ func TestParseJSONCAndSubstitution(t *testing.T) {
 	}
 }
 
+// TestParseJSONCEdges: the JSONC that a hand-written stripper got wrong (a
+// trailing comma followed by a comment) parses; broken JSONC is an error.
+func TestParseJSONCEdges(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, model string
+		bad              bool
+	}{
+		{"trailing comma then line comment", "{\"model\": \"a/b\", // the model\n}", "a/b", false},
+		{"trailing comma then block comment", "{\"model\": \"a/b\", /* x */ }", "a/b", false},
+		{"comment markers in a string", `{"model": "a//b/*c*/"}`, "a//b/*c*/", false},
+		{"unterminated block comment", `{"model": "a/b" /* }`, "", true},
+		{"not JSON at all", `{model: a}`, "", true},
+	} {
+		f, err := Parse([]byte(tc.src), t.TempDir())
+		if (err != nil) != tc.bad {
+			t.Errorf("%s: err = %v, want error %v", tc.name, err, tc.bad)
+			continue
+		}
+		if err == nil && f.Model != tc.model {
+			t.Errorf("%s: model %q, want %q", tc.name, f.Model, tc.model)
+		}
+	}
+}
+
 func TestLoadMergesInOrder(t *testing.T) {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.json")

@@ -160,7 +160,11 @@ func readGlobalConfig() (map[string]any, error) {
 			return nil, err
 		}
 		var m map[string]any
-		if err := json.Unmarshal(config.StripJSONC(b), &m); err != nil {
+		std, err := config.StripJSONC(b)
+		if err == nil {
+			err = json.Unmarshal(std, &m)
+		}
+		if err != nil {
 			return nil, &opencode.Error{Code: opencode.EInvalid, Message: "the global config " + n + " is not valid JSON: " + err.Error()}
 		}
 		for k, v := range m {
