@@ -419,6 +419,12 @@ func (r *runner) shutdown(why error) {
 		r.interrupt(interruptedPrefix+" shutdown", false)
 	}
 	r.flushPending()
+	r.stop(why)
+}
+
+// stop answers every waiter with why, releases WaitIdle callers, and drops
+// the runner (shutdown, delete, a failed commit).
+func (r *runner) stop(why error) {
 	r.exit = why
 	for id, ws := range r.waiters {
 		for _, w := range ws {
@@ -450,21 +456,8 @@ func (r *runner) fail() {
 	}
 	r.rejectAsks()
 	r.pend = nil
-	why := &opencode.Error{Code: opencode.EUnavailable, SessionID: r.id,
-		Message: "Session " + r.id + " stopped after a failed write to the store; retry the request"}
-	r.exit = why
-	for id, ws := range r.waiters {
-		for _, w := range ws {
-			w <- waitResult{err: why}
-		}
-		delete(r.waiters, id)
-	}
-	for _, c := range r.idle {
-		close(c)
-	}
-	r.idle = nil
-	r.m.forget(r)
-	close(r.done)
+	r.stop(&opencode.Error{Code: opencode.EUnavailable, SessionID: r.id,
+		Message: "Session " + r.id + " stopped after a failed write to the store; retry the request"})
 }
 
 // post hands a stream message to the runner unless it is gone.

@@ -87,11 +87,8 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var b commandBody
-	if err := decodeBody(r, &b, false); err != nil {
+	if err := decodeValid(r, &b); err != nil {
 		return err
-	}
-	if err := validate.Struct(&b); err != nil {
-		return validationError(err, "")
 	}
 	cmd, ok := command.Find(s.directory(r), s.cfg.Commands, config.GlobalDir(), b.Command)
 	if !ok {
@@ -244,11 +241,8 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var b shellBody
-	if err := decodeBody(r, &b, false); err != nil {
+	if err := decodeValid(r, &b); err != nil {
 		return err
-	}
-	if err := validate.Struct(&b); err != nil {
-		return validationError(err, "")
 	}
 	if !knownAgent(b.Agent) {
 		return badRequest("Payload", "agent", "Agent not found: \""+b.Agent+"\"")

@@ -343,3 +343,15 @@ func messageIDOr(id, field string) (string, error) {
 	}
 	return id, nil
 }
+
+// decodeValid decodes a required JSON body into v (a pointer to a struct
+// with validate tags) and validates it.
+func decodeValid(r *http.Request, v any) error {
+	if err := decodeBody(r, v, false); err != nil {
+		return err
+	}
+	if err := validate.Struct(v); err != nil {
+		return validationError(err, "")
+	}
+	return nil
+}

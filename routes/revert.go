@@ -22,11 +22,8 @@ func (s *Server) revert(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var b revertBody
-	if err := decodeBody(r, &b, false); err != nil {
+	if err := decodeValid(r, &b); err != nil {
 		return err
-	}
-	if err := validate.Struct(&b); err != nil {
-		return validationError(err, "")
 	}
 	if err := checkID(identifier.Message, b.MessageID, "messageID"); err != nil {
 		return err
@@ -73,11 +70,8 @@ func (s *Server) summarize(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var b summarizeBody
-	if err := decodeBody(r, &b, false); err != nil {
+	if err := decodeValid(r, &b); err != nil {
 		return err
-	}
-	if err := validate.Struct(&b); err != nil {
-		return validationError(err, "")
 	}
 	if !s.m.HasModel(b.ProviderID, b.ModelID) {
 		return badRequest("Payload", "modelID", "Model not found: "+b.ProviderID+"/"+b.ModelID)

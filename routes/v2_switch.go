@@ -19,11 +19,8 @@ func (s *Server) v2SwitchAgent(w http.ResponseWriter, r *http.Request) error {
 	var b struct {
 		Agent string `json:"agent" validate:"required"`
 	}
-	if err := decodeBody(r, &b, false); err != nil {
+	if err := decodeValid(r, &b); err != nil {
 		return err
-	}
-	if err := validate.Struct(&b); err != nil {
-		return validationError(err, "")
 	}
 	if !knownAgent(b.Agent) {
 		return badRequest("Payload", "agent", "Agent not found: \""+b.Agent+"\"")
