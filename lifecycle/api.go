@@ -32,7 +32,6 @@ func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.
 		// until the commit succeeded; if it fails, it is undone.
 		r.maybeStart()
 		t := r.tx()
-		t.hold = true
 		if _, ferr := t.flush(); ferr != nil {
 			r.restore(snap)
 			out, err = nil, admitError(ferr, in.ID)

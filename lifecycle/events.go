@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -26,17 +25,16 @@ func liveEvent(sessionID, dir, typ string, props any) *opencode.Event {
 
 // tx collects the runner's pending work: the store rows and durable events
 // that commit together, and the order in which all events (durable and
-// live) are then published. The runner has one pending tx; everything it
-// does while handling one command or a burst of model chunks joins it, and
-// the loop commits it once (group commit) before handling the next.
+// live) are then published. It is the runner's outbox, not a database
+// transaction: the runner has one pending tx; everything it does while
+// handling one command or a burst of model chunks joins it, and the loop
+// commits it once (group commit) before handling the next. Nothing in it
+// is published before that commit succeeded.
 type tx struct {
 	r      *runner
 	batch  store.Batch
 	events []*opencode.Event
 	after  []func(pos int64)
-	// hold keeps every event, v1 ones too, until the commit succeeded (an
-	// admission that may still fail must show nothing).
-	hold bool
 }
 
 // tx returns the runner's pending tx.
@@ -81,34 +79,20 @@ func (t *tx) session(s opencode.Session) {
 	t.live(opencode.EvSessionUpdated, map[string]any{"sessionID": s.ID, "info": s})
 }
 
-// flush commits the pending batch, then publishes every event in order and
-// runs the after-commit callbacks. On a failed commit nothing is published
-// and the pending work is dropped: the caller reports the error.
+// flush commits the pending batch, then publishes every event and runs the
+// after-commit callbacks. On a failed commit nothing is published and the
+// pending work is dropped: the caller reports the error.
+//
+// What a client sees is stored: every event, v1 ones and text deltas too,
+// goes out after the commit that stores what it announces, so a client
+// that refetches on message.updated finds the message, and a delta's part
+// exists. Group commit keeps this to one fsync per burst of chunks. The v2
+// events (durable ones in log order) go first, then the v1 ones: a consumer
+// that stops at session.idle has seen the turn's session.next.step.ended.
+// Each stream keeps its own order.
 func (t *tx) flush() (int64, error) {
 	r := t.r
 	r.pend = nil
-	// v1 events are live-only (OpenCode keeps no log of them), so those of
-	// a message still streaming go out before the commit: a v1 client sees
-	// the first text without waiting for an fsync. A held flush (admission,
-	// a finished step, the end of a turn) publishes them after the commit,
-	// so a client that refetches on them finds what they announce, and
-	// after its v2 events: a consumer that stops at session.idle has seen
-	// the turn's session.next.step.ended. v2 events (durable ones first
-	// committed) always follow the commit. Each stream keeps its own order.
-	pos := r.m.bus.Position()
-	var early, late []*opencode.Event
-	for _, e := range t.events {
-		if e.Durable || isV2Event(e.Type) {
-			late = append(late, e)
-		} else {
-			early = append(early, e)
-		}
-	}
-	if !t.hold {
-		for _, e := range early {
-			pos = r.m.publish(e)
-		}
-	}
 	if !t.batch.Empty() {
 		if err := r.m.store.Commit(context.Background(), r.id, &t.batch); err != nil {
 			return 0, err
@@ -119,11 +103,14 @@ func (t *tx) flush() (int64, error) {
 			r.lastSeq = t.batch.Events[n-1].Seq
 		}
 	}
-	for _, e := range late {
-		pos = r.m.publish(e)
+	pos := r.m.bus.Position()
+	for _, e := range t.events {
+		if e.Durable || e.IsV2() {
+			pos = r.m.publish(e)
+		}
 	}
-	if t.hold {
-		for _, e := range early {
+	for _, e := range t.events {
+		if !e.Durable && !e.IsV2() {
 			pos = r.m.publish(e)
 		}
 	}
@@ -131,12 +118,6 @@ func (t *tx) flush() (int64, error) {
 		f(pos)
 	}
 	return pos, nil
-}
-
-// isV2Event reports whether an event type belongs to the v2 (session.next)
-// stream or our inbox extension, whose order is tied to the durable log.
-func isV2Event(typ string) bool {
-	return strings.HasPrefix(typ, "session.next.") || strings.HasPrefix(typ, "session.inbox.")
 }
 
 // flushPending commits whatever the runner has pending. A failed commit is

@@ -17,6 +17,8 @@ import (
 
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/provider/scripted"
+	"github.com/opencode-server/opencode-server/store"
+	"github.com/opencode-server/opencode-server/store/storetest"
 )
 
 // TestRandomizedInbox runs many short random sessions against the whole
@@ -79,7 +81,22 @@ func TestRandomizedInbox(t *testing.T) {
 func fuzzSeed(t *testing.T, seed uint64, sqlite bool, runs, lanes int, budget time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	sc := scripted.Config{Chunks: 1 + rng.IntN(2), Delay: time.Duration(1+rng.IntN(2)) * time.Millisecond}
-	srv := testserver.Start(t, testserver.Options{SQLite: sqlite, Scripted: sc})
+	// Every published state event must be readable: a witness store checks
+	// each one against what was committed before it went out.
+	w := &storetest.Witness{}
+	srv := testserver.Start(t, testserver.Options{SQLite: sqlite, Scripted: sc,
+		WrapStore: func(s store.Store) store.Store { w.Store = s; return w }})
+	sub := srv.Manager.Subscribe(1<<16, nil)
+	var unstored []string
+	witnessed := make(chan struct{})
+	go func() {
+		defer close(witnessed)
+		for e := range sub.C {
+			if err := w.Check(e); err != nil && len(unstored) < 5 {
+				unstored = append(unstored, err.Error())
+			}
+		}
+	}()
 	c := newClient(t, srv)
 	spares := make([]string, lanes)
 	for i := range spares {
@@ -117,6 +134,11 @@ func fuzzSeed(t *testing.T, seed uint64, sqlite bool, runs, lanes int, budget ti
 	wg.Wait()
 	// Stop the server so every model call goroutine has recorded its request.
 	srv.Stop()
+	sub.Close()
+	<-witnessed
+	for _, u := range unstored {
+		t.Errorf("seed %d: published before it was stored: %s", seed, u)
+	}
 	reported := 0
 	for _, fr := range done {
 		fr.checkModel(srv)

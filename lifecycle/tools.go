@@ -277,8 +277,10 @@ func (r *runner) toolInputDelta(st *step, tc *provider.ToolCall, delta string) {
 }
 
 // toolProgress shows a running call's metadata (bash: its output so far)
-// in its v1 part, as OpenCode updates the running state. Progress is live
-// only, like deltas: the stored part changes when the call ends.
+// in its v1 part, as OpenCode updates the running state. The update is
+// stored, as OpenCode stores it, so a client that refetches the message
+// sees what the event showed; progress is throttled (10/s), and group
+// commit folds it into the step's other writes.
 func (r *runner) toolProgress(st *step, pr *toolProgress) {
 	c := st.call(pr.callID)
 	if c == nil || c.done {
@@ -292,6 +294,5 @@ func (r *runner) toolProgress(st *step, pr *toolProgress) {
 	ps.Metadata = mustJSON(pr.metadata)
 	p.State = &ps
 	st.parts[c.part] = p
-	now := r.m.now()
-	r.publishLive(opencode.EvPartUpdated, map[string]any{"sessionID": r.id, "part": p, "time": now})
+	r.tx().part(p, r.m.now())
 }

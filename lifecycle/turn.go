@@ -387,7 +387,6 @@ func (r *runner) endStep(err error) {
 	t := r.tx()
 	// A finished message is published only once it is stored: a client
 	// that refetches on message.updated or session.idle must find it.
-	t.hold = true
 	r.closeText(t, st, now)
 	if !st.shell && (err != nil || st.finish == nil) {
 		msg := "model call ended without a finish"
@@ -503,7 +502,6 @@ func (r *runner) endTurn() {
 	tu := r.turn
 	now := r.m.now()
 	t := r.tx()
-	t.hold = true // see endStep
 	closed := false
 	t.batch.Open = &closed
 	s := r.sess
@@ -515,12 +513,17 @@ func (r *runner) endTurn() {
 	r.recordAnswers(t, tu)
 	tu.cancel()
 	r.turn = nil
-	r.m.setBusy(r.id, false)
 	var res waitResult
 	if tu.last != nil {
 		res.msg = *tu.last
 	}
 	t.then(func(pos int64) {
+		// Idle once the turn's end is stored (GET /session/status must
+		// not say idle over a conversation that still shows it running),
+		// unless the next turn started in the same commit.
+		if r.turn == nil {
+			r.m.setBusy(r.id, false)
+		}
 		if tu.last == nil && len(tu.delivered) > 0 {
 			// A turn without a model call (noReply): the answer is the user message.
 			res = r.finishedResult(tu.delivered[len(tu.delivered)-1])
@@ -542,7 +545,6 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 	r.rejectAsks()
 	if st := tu.step; st != nil {
 		t := r.tx()
-		t.hold = true // see endStep
 		r.closeText(t, st, now)
 		r.abortTools(t, st, now)
 		msg := "Aborted"

@@ -2,6 +2,7 @@ package opencode
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 )
 
@@ -23,6 +24,13 @@ type Event struct {
 	Data json.RawMessage
 
 	frames [frameKinds]frame
+}
+
+// IsV2 reports whether the event belongs to the v2 (session.next) stream or
+// our inbox extension: its order is tied to the durable log, and on /event
+// its timestamp is an ISO string.
+func (e *Event) IsV2() bool {
+	return strings.HasPrefix(e.Type, "session.next.") || strings.HasPrefix(e.Type, "session.inbox.")
 }
 
 type frame struct {

@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/opencode-server/opencode-server/eventbus"
@@ -33,7 +32,7 @@ const writeTimeout = 10 * time.Second
 // /event, as the real server does.
 func encodeV1Payload(e *opencode.Event) []byte {
 	props := e.Data
-	if strings.HasPrefix(e.Type, "session.next.") || strings.HasPrefix(e.Type, "session.inbox.") {
+	if e.IsV2() {
 		props = isoTimestamp(props)
 	}
 	var b bytes.Buffer

@@ -39,6 +39,9 @@ type Options struct {
 	IdleTimeout time.Duration
 	Clock       func() time.Time
 	Directory   string
+	// WrapStore wraps the store the server uses (a failing or witnessing
+	// store); Server.Store stays the unwrapped one.
+	WrapStore func(store.Store) store.Store
 }
 
 // Server is a running test server.
@@ -84,7 +87,11 @@ func Start(t testing.TB, o Options) *Server {
 	if snapDir == "" {
 		snapDir = t.TempDir()
 	}
-	s.App, err = app.New(context.Background(), app.Options{Store: s.Store, Directory: s.Directory, Config: o.Config,
+	st := s.Store
+	if o.WrapStore != nil {
+		st = o.WrapStore(st)
+	}
+	s.App, err = app.New(context.Background(), app.Options{Store: st, Directory: s.Directory, Config: o.Config,
 		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, IdleTimeout: o.IdleTimeout, Clock: o.Clock, DataDir: snapDir})
 	if err != nil {
 		t.Fatalf("app: %v", err)
