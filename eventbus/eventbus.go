@@ -45,6 +45,10 @@ type Subscription struct {
 	// writing for stuckAfter (-1: not stuck); it is not waited for again
 	// until it acknowledges more.
 	stuck atomic.Int64
+	// since is when (unix ns) the subscriber last made progress: its last
+	// Ack, or the first event queued to it after it had caught up. Every
+	// waiter measures the stall from it, so they give up together.
+	since atomic.Int64
 }
 
 // stuckAfter is how long WaitDelivered waits for a subscriber that makes no
@@ -78,6 +82,7 @@ func (b *Bus) Subscribe(buf int, filter func(*opencode.Event) bool) *Subscriptio
 // session's events, published by its one runner, keep their order.
 func (b *Bus) Publish(e *opencode.Event) int64 {
 	var slow []*Subscription
+	var now int64
 	b.mu.Lock()
 	e.Pos = b.pos.Add(1)
 	for s := range b.subs {
@@ -86,6 +91,12 @@ func (b *Bus) Publish(e *opencode.Event) int64 {
 		}
 		select {
 		case s.c <- e:
+			if s.enq.Load() <= s.ack.Load() { // it had caught up: the stall clock starts
+				if now == 0 {
+					now = time.Now().UnixNano()
+				}
+				s.since.Store(now)
+			}
 			s.enq.Store(e.Pos)
 		default:
 			slow = append(slow, s)
@@ -105,6 +116,7 @@ func (b *Bus) Position() int64 { return b.pos.Load() }
 // Ack records that the consumer has written out every event up to bus
 // position pos, and wakes every WaitDelivered waiting on this subscriber.
 func (s *Subscription) Ack(pos int64) {
+	s.since.Store(time.Now().UnixNano())
 	s.ack.Store(pos)
 	// Wake waiters only if there are any: most acks have none, and this is
 	// on every SSE flush. (ack is stored before waiting is read, and a
@@ -125,15 +137,18 @@ func (s *Subscription) ackWait() <-chan struct{} {
 	return s.acked
 }
 
-// WaitDelivered blocks until every current subscriber has acknowledged all
-// events up to position pos that were queued to it (or is gone), or ctx ends.
-// A blocking POST uses it so that a client which exits as soon as the POST
-// returns has already been sent every event of its turn.
-func (b *Bus) WaitDelivered(ctx context.Context, pos int64) {
+// WaitDelivered blocks until every current subscriber that receives events
+// like probe has acknowledged all events up to position pos that were
+// queued to it (or is gone, or is stuck), or ctx ends. A blocking POST uses
+// it, with its session's probe, so that a client which exits as soon as the
+// POST returns has already been sent every event of its turn; streams of
+// other sessions and directories are not waited for. A nil probe waits for
+// every tracked subscriber.
+func (b *Bus) WaitDelivered(ctx context.Context, pos int64, probe *opencode.Event) {
 	b.mu.Lock()
 	subs := make([]*Subscription, 0, len(b.subs))
 	for s := range b.subs {
-		if s.track.Load() {
+		if s.track.Load() && (probe == nil || s.filter == nil || s.filter(probe)) {
 			subs = append(subs, s)
 		}
 	}
@@ -166,12 +181,15 @@ func (s *Subscription) waitFor(ctx context.Context, pos int64) bool {
 		if ack >= target {
 			return true
 		}
-		select {
-		case <-next:
-			timer.Reset(stuckAfter) // progress
-		case <-timer.C:
+		left := time.Until(time.Unix(0, s.since.Load()).Add(stuckAfter))
+		if left <= 0 {
 			s.stuck.Store(ack)
 			return true
+		}
+		timer.Reset(left)
+		select {
+		case <-next:
+		case <-timer.C:
 		case <-s.closed:
 			return true
 		case <-ctx.Done():

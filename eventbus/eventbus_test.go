@@ -193,7 +193,7 @@ func waitAsync(b *eventbus.Bus, ctx context.Context, pos int64) <-chan struct{} 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.WaitDelivered(ctx, pos)
+		b.WaitDelivered(ctx, pos, nil)
 	}()
 	return done
 }
@@ -365,7 +365,7 @@ func TestConcurrentPublishSubscribeClose(t *testing.T) {
 		waiters.Go(func() {
 			for i := 0; i < 200; i++ {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-				b.WaitDelivered(ctx, int64(i*100))
+				b.WaitDelivered(ctx, int64(i*100), nil)
 				cancel()
 			}
 		})

@@ -28,7 +28,7 @@ func TestStuckSubscriberNotAwaited(t *testing.T) {
 	wait := func() time.Duration {
 		pos := b.Publish(&opencode.Event{Type: "x"})
 		start := time.Now()
-		b.WaitDelivered(context.Background(), pos)
+		b.WaitDelivered(context.Background(), pos, nil)
 		if got := ok.ack.Load(); got < pos {
 			t.Fatalf("returned before the working subscriber acknowledged %d (at %d)", pos, got)
 		}
@@ -54,5 +54,33 @@ func TestStuckSubscriberNotAwaited(t *testing.T) {
 	}()
 	if d := wait(); d < 20*time.Millisecond {
 		t.Errorf("a recovered subscriber was not waited for: %v", d)
+	}
+}
+
+// TestWaitOnlyForThoseWhoReceive: WaitDelivered with a probe waits for the
+// subscribers whose filter takes the probe, not for a stuck stream of
+// another session.
+func TestWaitOnlyForThoseWhoReceive(t *testing.T) {
+	b := New()
+	other := b.Subscribe(16, func(e *opencode.Event) bool { return e.SessionID == "ses_b" })
+	other.Track()
+	defer other.Close()
+	mine := b.Subscribe(16, func(e *opencode.Event) bool { return e.SessionID == "ses_a" })
+	mine.Track()
+	defer mine.Close()
+	b.Publish(&opencode.Event{Type: "x", SessionID: "ses_b"}) // never acknowledged
+	pos := b.Publish(&opencode.Event{Type: "x", SessionID: "ses_a"})
+	go func() {
+		e := <-mine.C
+		time.Sleep(10 * time.Millisecond)
+		mine.Ack(e.Pos)
+	}()
+	start := time.Now()
+	b.WaitDelivered(context.Background(), pos, &opencode.Event{SessionID: "ses_a"})
+	if d := time.Since(start); d > stuckAfter/2 {
+		t.Errorf("waited %v: the other session's stream was waited for", d)
+	}
+	if mine.ack.Load() < pos {
+		t.Errorf("returned before the session's own stream acknowledged")
 	}
 }

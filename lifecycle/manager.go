@@ -429,10 +429,16 @@ func (m *Manager) Subscribe(buf int, filter func(*opencode.Event) bool) *eventbu
 	return m.bus.Subscribe(buf, filter)
 }
 
-// Flushed waits until every subscriber that was sent the event at bus
-// position pos has written it out, or ctx ends.
-func (m *Manager) Flushed(ctx context.Context, pos int64) {
-	m.bus.WaitDelivered(ctx, pos)
+// Flushed waits until every subscriber that receives session sessionID's
+// events has written out what it was sent up to bus position pos, or ctx
+// ends. Streams of other sessions are not waited for, nor one that stopped
+// reading (see eventbus.WaitDelivered).
+func (m *Manager) Flushed(ctx context.Context, sessionID string, pos int64) {
+	probe := &opencode.Event{SessionID: sessionID, Durable: true}
+	if s, err := m.store.GetSession(ctx, sessionID); err == nil {
+		probe.Directory = s.Directory
+	}
+	m.bus.WaitDelivered(ctx, pos, probe)
 }
 
 func (m *Manager) publish(e *opencode.Event) int64 { return m.bus.Publish(e) }

@@ -186,7 +186,16 @@ func (s *Server) eventStream(kind opencode.FrameKind) http.HandlerFunc {
 			return
 		}
 		defer release()
-		sub := s.m.Subscribe(subscriberQueue, nil)
+		// /event is one project's stream, as OpenCode serves it per
+		// instance: events of sessions in other directories are left out
+		// (at the bus, so a blocking POST elsewhere does not wait for this
+		// stream). /global/event carries every directory and says which.
+		var filter func(*opencode.Event) bool
+		if kind == opencode.FrameV1 {
+			dir := s.directory(r)
+			filter = func(e *opencode.Event) bool { return e.Directory == "" || e.Directory == dir }
+		}
+		sub := s.m.Subscribe(subscriberQueue, filter)
 		sub.Track()
 		defer sub.Close()
 		sseHeaders(w)
@@ -195,15 +204,7 @@ func (s *Server) eventStream(kind opencode.FrameKind) http.HandlerFunc {
 		if !sw.write(connectionFrame(kind, opencode.EvServerConnected)) || !sw.flush() {
 			return
 		}
-		// /event is one project's stream, as OpenCode serves it per
-		// instance: events of sessions in other directories are left out.
-		// /global/event carries every directory and says which.
-		var skip func(*opencode.Event) bool
-		if kind == opencode.FrameV1 {
-			dir := s.directory(r)
-			skip = func(e *opencode.Event) bool { return e.Directory != "" && e.Directory != dir }
-		}
-		s.pump(r, sw, sub, kind, encode, skip)
+		s.pump(r, sw, sub, kind, encode, nil)
 	}
 }
 
