@@ -28,6 +28,32 @@ func (e *PartConflictError) Error() string { return "part ID " + e.ID + " is alr
 // Is makes a PartConflictError match ErrConflict.
 func (e *PartConflictError) Is(target error) bool { return target == ErrConflict }
 
+// OrphanPartError is a part of Batch.Parts that belongs to no message of
+// the batch's session: its message is neither stored in that session nor in
+// the batch's Messages (a message another session holds does not count,
+// even listed in Messages), or the part names another session than the
+// batch's. The whole batch fails
+// and writes nothing.
+//
+// It is a programming error of the caller, not a client's conflict or a
+// missing resource, so it deliberately matches neither ErrNotFound (which
+// callers turn into "session not found") nor ErrConflict: it surfaces as an
+// internal error.
+type OrphanPartError struct {
+	PartID, MessageID string
+	// SessionID is the session the batch was committed for, PartSessionID
+	// the one the part names.
+	SessionID, PartSessionID string
+}
+
+func (e *OrphanPartError) Error() string {
+	if e.PartSessionID != e.SessionID {
+		return "part " + e.PartID + " of message " + e.MessageID + " names session " + e.PartSessionID +
+			", not the batch's session " + e.SessionID
+	}
+	return "part " + e.PartID + " has no message " + e.MessageID + " in session " + e.SessionID
+}
+
 // Batch is one atomic write. Everything in it commits together or not at all,
 // so a state change and the events that describe it can never disagree, even
 // across a crash.
@@ -38,7 +64,11 @@ type Batch struct {
 	// fails with ErrConflict (concurrent creates of one client-chosen ID).
 	CreateOnly bool
 	// Messages and Parts are inserted or replaced; a new one takes the next
-	// creation position, a replaced one keeps its position.
+	// creation position, a replaced one keeps its position. A part's
+	// message must be stored in the session or come in Messages, and the
+	// part must name the batch's session, else the batch fails with an
+	// *OrphanPartError. (A part of a message that DeleteMessages removes
+	// in the same batch is fine: it goes with its message.)
 	Messages []opencode.Message
 	Parts    []opencode.Part
 	// Open, if set, flags the session as having work a restart must pick

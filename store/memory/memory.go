@@ -117,6 +117,9 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 			return store.ErrNotFound
 		}
 	}
+	if err := m.checkParts(s, sessionID, b); err != nil {
+		return err
+	}
 	if b.Session != nil {
 		if s == nil {
 			m.order++
@@ -139,10 +142,7 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		cur.info = deep(msg)
 	}
 	for _, p := range b.Parts {
-		msg := s.messages[p.MessageID]
-		if msg == nil {
-			continue // a part of an unknown message is dropped, as SQLite's foreign key would
-		}
+		msg := s.messages[p.MessageID] // checkParts made sure it is there
 		cur := msg.parts[p.ID]
 		if cur == nil {
 			m.order++
@@ -188,6 +188,35 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		e.Seq = last // the caller learns the seq, as the store contract says
 		e.Durable = true
 		s.events = append(s.events, cloneEvent(e))
+	}
+	return nil
+}
+
+// checkParts returns an *store.OrphanPartError for the first part of b that
+// names another session or whose message is neither stored in session s
+// (nil if the batch creates it) nor in b.Messages; a message of b.Messages
+// whose ID another session holds does not count, as SQLite keeps it there
+// (m.mu held).
+func (m *Store) checkParts(s *session, sessionID string, b *store.Batch) error {
+	var inBatch map[string]bool
+	for _, p := range b.Parts {
+		if p.SessionID != sessionID {
+			return &store.OrphanPartError{PartID: p.ID, MessageID: p.MessageID, SessionID: sessionID, PartSessionID: p.SessionID}
+		}
+		if s != nil && s.messages[p.MessageID] != nil {
+			continue
+		}
+		if inBatch == nil {
+			inBatch = make(map[string]bool, len(b.Messages))
+			for _, msg := range b.Messages {
+				if owner, ok := m.messages[msg.ID]; !ok || owner == sessionID {
+					inBatch[msg.ID] = true
+				}
+			}
+		}
+		if !inBatch[p.MessageID] {
+			return &store.OrphanPartError{PartID: p.ID, MessageID: p.MessageID, SessionID: sessionID, PartSessionID: p.SessionID}
+		}
 	}
 	return nil
 }

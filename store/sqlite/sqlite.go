@@ -587,14 +587,20 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 		}
 	}
 	if len(b.Parts) > 0 {
+		// Checked once the batch's messages are in: a part's message is
+		// stored in this session or came with the batch (a message whose
+		// ID another session holds was not written above). An orphan
+		// fails the batch, and the savepoint takes back what it wrote.
 		mis, up := st(qMsgInSession), st(qUpsertPart)
 		for i, p := range b.Parts {
-			var ok bool
-			if err := mis.QueryRowContext(ctx, p.MessageID, sessionID).Scan(&ok); err != nil {
-				return 0, nil, fmt.Errorf("sqlite: commit part: %w", err)
+			ok := p.SessionID == sessionID
+			if ok {
+				if err := mis.QueryRowContext(ctx, p.MessageID, sessionID).Scan(&ok); err != nil {
+					return 0, nil, fmt.Errorf("sqlite: commit part: %w", err)
+				}
 			}
 			if !ok {
-				continue // a part of an unknown message is dropped
+				return 0, nil, &store.OrphanPartError{PartID: p.ID, MessageID: p.MessageID, SessionID: sessionID, PartSessionID: p.SessionID}
 			}
 			ord++
 			if _, err := up.ExecContext(ctx, p.ID, p.MessageID, sessionID, ord, enc.parts[i]); err != nil {

@@ -83,7 +83,27 @@ func (m *model) predict(sid string, b *store.Batch) error {
 			return store.ErrNotFound
 		}
 	}
+	s := m.session(sid)
+	for _, p := range b.Parts {
+		stored := s != nil && slices.ContainsFunc(s.msgs, func(x *modelMessage) bool { return x.info.ID == p.MessageID })
+		inBatch := slices.ContainsFunc(b.Messages, func(x opencode.Message) bool { return x.ID == p.MessageID }) &&
+			(stored || !m.messageExists(p.MessageID))
+		if p.SessionID != sid || !stored && !inBatch {
+			return &store.OrphanPartError{PartID: p.ID, MessageID: p.MessageID, SessionID: sid, PartSessionID: p.SessionID}
+		}
+	}
 	return nil
+}
+
+// sameErr reports whether err is the error predict returned: the same
+// sentinel, or an equal *OrphanPartError.
+func sameErr(err, want error) bool {
+	var wo *store.OrphanPartError
+	if errors.As(want, &wo) {
+		var got *store.OrphanPartError
+		return errors.As(err, &got) && *got == *wo
+	}
+	return want == nil && err == nil || want != nil && errors.Is(err, want)
 }
 
 // apply applies a batch the store committed.
@@ -107,7 +127,7 @@ func (m *model) apply(t *rapid.T, sid string, b *store.Batch) {
 	for _, p := range b.Parts {
 		i := slices.IndexFunc(s.msgs, func(x *modelMessage) bool { return x.info.ID == p.MessageID })
 		if i < 0 {
-			continue
+			t.Fatalf("committed part %s of unknown message %s", p.ID, p.MessageID) // predict said orphan
 		}
 		msg := s.msgs[i]
 		j := slices.IndexFunc(msg.parts, func(x opencode.Part) bool { return x.ID == p.ID })
@@ -115,6 +135,16 @@ func (m *model) apply(t *rapid.T, sid string, b *store.Batch) {
 			msg.parts = append(msg.parts, p)
 		} else {
 			msg.parts[j] = p
+		}
+	}
+	// Applied after Messages and Parts: a part of a deleted message goes
+	// with it.
+	for _, id := range b.DeleteMessages {
+		s.msgs = slices.DeleteFunc(s.msgs, func(x *modelMessage) bool { return x.info.ID == id })
+	}
+	for _, id := range b.DeleteParts {
+		for _, msg := range s.msgs {
+			msg.parts = slices.DeleteFunc(msg.parts, func(x opencode.Part) bool { return x.ID == id })
 		}
 	}
 	for _, in := range b.Admit {
@@ -204,11 +234,20 @@ func genMessage(sid string) *rapid.Generator[opencode.Message] {
 	})
 }
 
-func genPart(sid string) *rapid.Generator[opencode.Part] {
+// genPart draws a part, mostly of one of mids (the session's messages and
+// the batch's), else of any pool ID, so that an orphan part (which fails the
+// batch) is neither rare nor the rule; a few name another session.
+func genPart(sid string, mids []string) *rapid.Generator[opencode.Part] {
 	return rapid.Custom(func(t *rapid.T) opencode.Part {
 		mid := poolID(sid, rapid.IntRange(0, idsPerPool-1).Draw(t, "msg"))
+		if len(mids) > 0 && rapid.IntRange(0, 7).Draw(t, "ofKnown") > 0 {
+			mid = rapid.SampledFrom(mids).Draw(t, "known")
+		}
 		p := opencode.Part{ID: fmt.Sprintf("%s_p%d", mid, rapid.IntRange(0, partsPerMsg-1).Draw(t, "part")),
 			SessionID: sid, MessageID: mid}
+		if rapid.IntRange(0, 19).Draw(t, "otherSession") == 0 {
+			p.SessionID = rapid.SampledFrom(sessionPool).Draw(t, "partSession")
+		}
 		switch rapid.IntRange(0, 2).Draw(t, "type") {
 		case 0:
 			p.Type = opencode.PartText
@@ -242,7 +281,9 @@ func genInput(sid, id string) *rapid.Generator[*opencode.Input] {
 	})
 }
 
-func genBatch(sid string, exists bool) *rapid.Generator[*store.Batch] {
+// genBatch draws a batch for session sid, which holds the messages stored
+// (nil if the session does not exist).
+func genBatch(sid string, exists bool, stored []string) *rapid.Generator[*store.Batch] {
 	return rapid.Custom(func(t *rapid.T) *store.Batch {
 		b := &store.Batch{}
 		pSession := 1
@@ -253,7 +294,19 @@ func genBatch(sid string, exists bool) *rapid.Generator[*store.Batch] {
 			b.Session = genSession(sid).Draw(t, "session")
 		}
 		b.Messages = rapid.SliceOfN(genMessage(sid), 0, 3).Draw(t, "messages")
-		b.Parts = rapid.SliceOfN(genPart(sid), 0, 4).Draw(t, "parts")
+		mids := slices.Clone(stored)
+		for _, msg := range b.Messages {
+			mids = append(mids, msg.ID)
+		}
+		b.Parts = rapid.SliceOfN(genPart(sid, mids), 0, 4).Draw(t, "parts")
+		// Deletes, now and then, of a pool message (with its parts: maybe
+		// one this batch writes) and of a part.
+		if rapid.IntRange(0, 5).Draw(t, "deleteMessage") == 0 {
+			b.DeleteMessages = []string{poolID(sid, rapid.IntRange(0, idsPerPool-1).Draw(t, "deleted"))}
+		}
+		if rapid.IntRange(0, 5).Draw(t, "deletePart") == 0 && len(b.Parts) > 0 {
+			b.DeleteParts = []string{rapid.SampledFrom(b.Parts).Draw(t, "deletedPart").ID}
+		}
 		// Distinct IDs within one Admit list: a duplicate inside one batch is
 		// left open by the contract.
 		for _, k := range rapid.SliceOfNDistinct(rapid.IntRange(0, idsPerPool-1), 0, 2, rapid.ID[int]).Draw(t, "admit") {
@@ -288,10 +341,16 @@ func testModel(t *testing.T, open Opener) {
 					rt.Fatalf("step %d: DeleteSession(%s) = %v, want %v", step, sid, err, want)
 				}
 			} else {
-				b := genBatch(sid, m.session(sid) != nil).Draw(rt, "batch")
+				var stored []string
+				if ms := m.session(sid); ms != nil {
+					for _, msg := range ms.msgs {
+						stored = append(stored, msg.info.ID)
+					}
+				}
+				b := genBatch(sid, m.session(sid) != nil, stored).Draw(rt, "batch")
 				want := m.predict(sid, b)
 				err := s.Commit(ctx, sid, b)
-				if want == nil && err != nil || want != nil && !errors.Is(err, want) {
+				if !sameErr(err, want) {
 					rt.Fatalf("step %d: Commit(%s) = %v, want %v", step, sid, err, want)
 				}
 				if err == nil {

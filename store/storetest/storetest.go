@@ -5,6 +5,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,7 +33,8 @@ func Run(t *testing.T, open Opener) {
 		{"Sessions", testSessions},
 		{"DeleteSessionCascades", testDeleteCascades},
 		{"Messages", testMessages},
-		{"PartsOfUnknownMessageDropped", testOrphanParts},
+		{"OrphanPartFailsBatch", testOrphanPartFailsBatch},
+		{"PartOfMessageInBatch", testPartOfMessageInBatch},
 		{"DeleteMessages", testDeleteMessages},
 		{"MessagesPage", testMessagesPage},
 		{"NoAliasing", testNoAliasing},
@@ -654,29 +656,179 @@ func testDeleteMessages(t *testing.T, s store.Store) {
 	eqStrings(t, "re-created", messageIDs(t, s, sid), []string{"msg_d2", "msg_d1"})
 }
 
-func testOrphanParts(t *testing.T, s store.Store) {
+// testOrphanPartFailsBatch: a part whose message is neither stored in the
+// batch's session nor in the batch's Messages, or that names another
+// session, fails the whole batch with an *OrphanPartError (neither
+// ErrNotFound nor ErrConflict), and nothing of the batch is written.
+func testOrphanPartFailsBatch(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	const sid = "ses_p"
-	commit(t, s, "ses_q", &store.Batch{Session: NewSession("ses_q"), Messages: []opencode.Message{UserMessage("ses_q", "msg_q")}})
-	commit(t, s, sid, &store.Batch{Session: NewSession(sid), Messages: []opencode.Message{UserMessage(sid, "msg_1")},
-		Parts: []opencode.Part{
-			TextPart(sid, "msg_1", "prt_1", "kept"),
-			TextPart(sid, "msg_nope", "prt_2", "dropped"),
-			TextPart(sid, "msg_q", "prt_3", "dropped: message of another session"),
-		},
+	const sid, other = "ses_p", "ses_q"
+	commit(t, s, other, &store.Batch{Session: NewSession(other), Messages: []opencode.Message{UserMessage(other, "msg_q")},
+		Parts: []opencode.Part{TextPart(other, "msg_q", "prt_q", "theirs")}})
+	in := NewInput(sid, "msg_in")
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid), Messages: []opencode.Message{UserMessage(sid, "msg_1"), UserMessage(sid, "msg_gone")},
+		Parts:  []opencode.Part{TextPart(sid, "msg_1", "prt_1", "kept")},
+		Admit:  []*opencode.Input{in},
 		Events: []*opencode.Event{NewEvent(sid, "e1", 1)}})
+	commit(t, s, sid, &store.Batch{DeleteMessages: []string{"msg_gone"}})
+	snapshot := func() string {
+		t.Helper()
+		var out []any
+		for _, id := range []string{sid, other} {
+			ms, err := s.ListMessages(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pend, _ := s.PendingInputs(ctx, id)
+			sess, _ := s.GetSession(ctx, id)
+			out = append(out, ms, pend, sess, events(t, s, id, 0, 0))
+		}
+		got, err := s.GetInput(ctx, in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		open, _ := s.OpenSessions(ctx)
+		return jsonOf(t, append(out, got, got.Order, open, sessionIDs(t, s)))
+	}
+	before := snapshot()
+
+	for _, tc := range []struct {
+		name     string
+		sid      string // the batch's session, sid if empty
+		messages []opencode.Message
+		orphan   opencode.Part
+		first    bool // the orphan comes before the good parts
+		psid     string
+	}{
+		{name: "unknown message", orphan: TextPart(sid, "msg_nope", "prt_o1", "x")},
+		{name: "unknown message, listed first", orphan: TextPart(sid, "msg_nope", "prt_o2", "x"), first: true},
+		{name: "deleted message", orphan: TextPart(sid, "msg_gone", "prt_o3", "x")},
+		{name: "message of another session", orphan: TextPart(sid, "msg_q", "prt_o4", "x")},
+		{name: "message of another session listed in the batch", orphan: TextPart(sid, "msg_q", "prt_o5", "x"),
+			messages: []opencode.Message{UserMessage(sid, "msg_q")}},
+		{name: "part naming another session", orphan: TextPart(other, "msg_1", "prt_o6", "x"), psid: other},
+		{name: "part of the other session's message naming it", orphan: TextPart(other, "msg_q", "prt_o7", "x"), psid: other},
+		{name: "part naming no session", orphan: TextPart("", "msg_1", "prt_o8", "x"), psid: "-"},
+		{name: "replacing the other session's part", orphan: TextPart(sid, "msg_q", "prt_q", "mine now")},
+		{name: "in a batch creating its session", sid: "ses_new", orphan: TextPart("ses_new", "msg_1", "prt_o9", "x")},
+	} {
+		bsid := cmp.Or(tc.sid, sid)
+		upd := NewSession(bsid)
+		upd.Title = "must not be written"
+		yes := true
+		fresh := NewInput(bsid, "msg_fresh")
+		delivered := *in
+		delivered.State = opencode.InputDelivered
+		evs := []*opencode.Event{NewEvent(bsid, "x1", 1), NewEvent(bsid, "x2", 2)}
+		good := []opencode.Part{TextPart(bsid, "msg_new", "prt_new", "x")}
+		if tc.sid == "" {
+			good = append(good, TextPart(sid, "msg_1", "prt_1", "changed"))
+		}
+		parts := append(slices.Clone(good), tc.orphan)
+		if tc.first {
+			parts = append([]opencode.Part{tc.orphan}, good...)
+		}
+		b := &store.Batch{Session: upd, Open: &yes,
+			Messages: append([]opencode.Message{UserMessage(bsid, "msg_new")}, tc.messages...),
+			Parts:    parts, DeleteParts: []string{"prt_1"}, DeleteMessages: []string{"msg_1"},
+			Admit: []*opencode.Input{fresh}, Events: evs}
+		if tc.sid == "" {
+			b.Inputs = []*opencode.Input{&delivered}
+		}
+		err := s.Commit(ctx, bsid, b)
+		var ope *store.OrphanPartError
+		if !errors.As(err, &ope) {
+			t.Fatalf("%s: Commit = %v, want an *OrphanPartError", tc.name, err)
+		}
+		want := store.OrphanPartError{PartID: tc.orphan.ID, MessageID: tc.orphan.MessageID, SessionID: bsid, PartSessionID: cmp.Or(tc.psid, bsid)}
+		if tc.psid == "-" {
+			want.PartSessionID = ""
+		}
+		if *ope != want {
+			t.Errorf("%s: error %+v, want %+v", tc.name, *ope, want)
+		}
+		if msg := err.Error(); !strings.Contains(msg, tc.orphan.ID) || !strings.Contains(msg, tc.orphan.MessageID) {
+			t.Errorf("%s: error %q does not name the part and its message", tc.name, msg)
+		}
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
+			t.Errorf("%s: an orphan part is a caller's bug, not ErrNotFound or ErrConflict: %v", tc.name, err)
+		}
+		if got := snapshot(); got != before {
+			t.Fatalf("%s: state changed:\n got  %s\n want %s", tc.name, got, before)
+		}
+		for _, e := range evs {
+			if e.Seq != 0 || e.Durable {
+				t.Fatalf("%s: failed Commit set seq %d durable %v", tc.name, e.Seq, e.Durable)
+			}
+		}
+		if fresh.Order != 0 {
+			t.Fatalf("%s: failed Commit set Order %d", tc.name, fresh.Order)
+		}
+		if ok, _ := s.MessageExists(ctx, "msg_new"); ok {
+			t.Fatalf("%s: message written", tc.name)
+		}
+		_, err = s.GetInput(ctx, fresh.ID)
+		wantErr(t, tc.name+": GetInput(fresh)", err, store.ErrNotFound)
+		_, err = s.GetSession(ctx, "ses_new")
+		wantErr(t, tc.name+": GetSession(ses_new)", err, store.ErrNotFound)
+	}
+
+	// The store goes on: the same events commit fine and continue the log.
+	evs := []*opencode.Event{NewEvent(sid, "e2", 2)}
+	commit(t, s, sid, &store.Batch{Parts: []opencode.Part{TextPart(sid, "msg_1", "prt_2", "next")}, Events: evs})
+	if evs[0].Seq != 2 {
+		t.Fatalf("seq after failures = %d, want 2", evs[0].Seq)
+	}
+	got, err := s.GetMessage(ctx, sid, "msg_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqStrings(t, "parts of msg_1", partIDs(got), []string{"prt_1", "prt_2"})
+}
+
+// testPartOfMessageInBatch: a part's message may come in the same batch,
+// also in a batch that creates the session; a part of a message that the
+// batch's DeleteMessages removes is legal (Messages and Parts apply first)
+// and goes with its message.
+func testPartOfMessageInBatch(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid = "ses_pm"
+	m1 := UserMessage(sid, "msg_1")
+	p1 := TextPart(sid, "msg_1", "prt_1", "with its message")
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid), Messages: []opencode.Message{m1}, Parts: []opencode.Part{p1}})
+	m2 := AssistantMessage(sid, "msg_2", "msg_1")
+	// The part is listed before its message's batch entry: order within
+	// the batch does not matter.
+	p2, p3 := ToolPart(sid, "msg_2", "prt_2"), TextPart(sid, "msg_1", "prt_3", "stored message")
+	commit(t, s, sid, &store.Batch{Parts: []opencode.Part{p2, p3}, Messages: []opencode.Message{m2}})
 	ms, err := s.ListMessages(ctx, sid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) != 1 || len(ms[0].Parts) != 1 || ms[0].Parts[0].ID != "prt_1" {
-		t.Fatalf("ListMessages = %s", jsonOf(t, ms))
+	eqJSON(t, "messages", ms, []opencode.MessageWithParts{{Info: m1, Parts: []opencode.Part{p1, p3}}, {Info: m2, Parts: []opencode.Part{p2}}})
+
+	// Parts of a stored message and of a batch message, both deleted by
+	// the same batch.
+	commit(t, s, sid, &store.Batch{Messages: []opencode.Message{UserMessage(sid, "msg_3")},
+		Parts:          []opencode.Part{TextPart(sid, "msg_2", "prt_4", "x"), TextPart(sid, "msg_3", "prt_5", "y")},
+		DeleteMessages: []string{"msg_2", "msg_3"}, Events: []*opencode.Event{NewEvent(sid, "e1", 1)}})
+	ms, err = s.ListMessages(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
 	}
-	q, _ := s.GetMessage(ctx, "ses_q", "msg_q")
-	if len(q.Parts) != 0 {
-		t.Fatalf("part leaked into another session: %s", jsonOf(t, q))
+	eqJSON(t, "after delete", ms, []opencode.MessageWithParts{{Info: m1, Parts: []opencode.Part{p1, p3}}})
+	for _, id := range []string{"msg_2", "msg_3"} {
+		if ok, _ := s.MessageExists(ctx, id); ok {
+			t.Errorf("%s exists after its delete", id)
+		}
 	}
 	checkGapless(t, s, sid, 1)
+	// Their IDs are free: the message comes back without the old parts.
+	commit(t, s, sid, &store.Batch{Messages: []opencode.Message{UserMessage(sid, "msg_3")}})
+	got, err := s.GetMessage(ctx, sid, "msg_3")
+	if err != nil || len(got.Parts) != 0 {
+		t.Fatalf("re-created msg_3 = %s, %v", jsonOf(t, got), err)
+	}
 }
 
 func testAdmitConflict(t *testing.T, s store.Store) {
