@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,14 +16,19 @@ import (
 	"time"
 )
 
-// TestGracefulShutdown: SIGTERM during a slow turn with a queued input
-// behind it. The process exits 0 within 15 s, the blocking prompt and the
-// /event stream end properly, and after a restart the cut-off turn is closed
-// as aborted, the queued input is delivered and the session goes idle.
+// TestGracefulShutdown: SIGTERM during a slow turn, longer than the grace
+// period, with a queued input behind it. The process exits 0 within 15 s;
+// the blocking prompt is answered with the interrupted assistant message
+// (as an abort answers), not a 503; the /event stream is cut so clients
+// reconnect. After a restart the cut-off turn is closed as aborted and
+// continued first, then the queued input runs, and the session goes idle;
+// the blocking prompt re-sent with the same messageID gets the continued
+// turn's answer.
 func TestGracefulShutdown(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
-	srv := startServer(t, data, filepath.Join(dir, "run1.log"), "--scripted-delay", "200ms", "--scripted-chunks", "20")
+	srv := startServer(t, data, filepath.Join(dir, "run1.log"), "--scripted-delay", "200ms", "--scripted-chunks", "20",
+		"--shutdown-grace", "300ms")
 	cl := newClient(srv.url)
 	defer cl.close()
 	logs := func() string {
@@ -72,9 +78,9 @@ func TestGracefulShutdown(t *testing.T) {
 		err error
 	}
 	blocked := make(chan answer, 1)
+	bodyA := mustJSON(map[string]any{"messageID": msgA, "parts": []any{map[string]any{"type": "text", "text": "a slow turn"}}})
 	go func() {
-		st, b, err := cl.doTimeout("POST", "/session/"+sid+"/message", mustJSON(map[string]any{"messageID": msgA,
-			"parts": []any{map[string]any{"type": "text", "text": "a slow turn"}}}), 40*time.Second)
+		st, b, err := cl.doTimeout("POST", "/session/"+sid+"/message", bodyA, 40*time.Second)
 		blocked <- answer{st, b, err}
 	}()
 	// Wait until the turn streams text.
@@ -123,10 +129,14 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	select {
 	case a := <-blocked:
-		if a.err != nil {
+		var m v1Message
+		switch {
+		case a.err != nil:
 			t.Errorf("the blocking POST /session/%s/message in flight got no answer: %v", sid, a.err)
-		} else {
-			t.Logf("the blocking POST in flight was answered %d %s", a.st, clip(a.b))
+		case a.st != 200 || json.Unmarshal(a.b, &m) != nil || m.Info.Error == nil || m.Info.Error.Name != "MessageAbortedError":
+			t.Errorf("the blocking POST in flight was answered %d %s, want 200 with the interrupted assistant message", a.st, clip(a.b))
+		default:
+			t.Logf("the blocking POST in flight was answered %d with %s (%v)", a.st, m.Info.ID, m.Info.Error.Data)
 		}
 	case <-time.After(5 * time.Second):
 		t.Errorf("the blocking POST /session/%s/message still hangs 5s after the process exited", sid)
@@ -191,7 +201,8 @@ func TestGracefulShutdown(t *testing.T) {
 		}
 	}
 	users := map[string]int{}
-	var firstA, firstB *v1Message
+	var firstA, lastA, firstB *v1Message
+	lastAAt, firstBAt := -1, -1
 	for i, mp := range msgs {
 		switch mp.Info.Role {
 		case "user":
@@ -200,12 +211,33 @@ func TestGracefulShutdown(t *testing.T) {
 			if mp.Info.Time.Completed == nil {
 				t.Errorf("assistant message %s has no time.completed", mp.Info.ID)
 			}
-			if mp.Info.ParentID == msgA && firstA == nil {
-				firstA = &msgs[i]
+			if mp.Info.ParentID == msgA {
+				if firstA == nil {
+					firstA = &msgs[i]
+				}
+				lastA, lastAAt = &msgs[i], i
 			}
 			if mp.Info.ParentID == msgB && firstB == nil {
-				firstB = &msgs[i]
+				firstB, firstBAt = &msgs[i], i
 			}
+		}
+	}
+	// The cut-off turn is continued first, then the queued input runs.
+	switch {
+	case lastA == nil || lastA == firstA:
+		t.Errorf("the cut-off turn of %s was not continued after the restart", msgA)
+	case lastA.Info.Error != nil:
+		t.Errorf("the continued turn ended with %+v", lastA.Info.Error)
+	case firstBAt >= 0 && firstBAt < lastAAt:
+		t.Errorf("the queued input %s ran (message %d) before the cut-off turn was continued (message %d)", msgB, firstBAt, lastAAt)
+	default:
+		// A blocking prompt re-sent with the same messageID gets the
+		// continued turn's answer, not the user message or the partial.
+		st, b, err := cl2.doTimeout("POST", "/session/"+sid+"/message", bodyA, 30*time.Second)
+		var m v1Message
+		if err != nil || st != 200 || json.Unmarshal(b, &m) != nil || m.Info.ID != lastA.Info.ID {
+			t.Errorf("the blocking prompt re-sent after the restart: %d %v %s, want the continued turn's answer %s",
+				st, err, clip(b), lastA.Info.ID)
 		}
 	}
 	if users[msgA] != 1 || users[msgB] != 1 {
@@ -305,5 +337,56 @@ func TestSecondSignal(t *testing.T) {
 	status := map[string]any{}
 	if err := cl2.getJSON("/session/status", &status); err != nil || len(status) != 0 {
 		t.Errorf("status after the restart: %v %v (want {})", status, err)
+	}
+}
+
+// TestShutdownGrace: SIGTERM during a turn shorter than the grace period
+// (default 10 s): the turn finishes, its blocking prompt gets the complete
+// answer, and the process exits 0 once it has.
+func TestShutdownGrace(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	logPath := filepath.Join(dir, "run.log")
+	srv := startServer(t, data, logPath, "--scripted-delay", "100ms", "--scripted-chunks", "10")
+	cl := newClient(srv.url)
+	defer cl.close()
+	sid := newID("ses")
+	if st, b, err := cl.do("POST", "/api/session", mustJSON(map[string]any{"id": sid})); err != nil || st != 200 {
+		t.Fatalf("create session: %d %v %s", st, err, b)
+	}
+	type answer struct {
+		st  int
+		b   []byte
+		err error
+	}
+	blocked := make(chan answer, 1)
+	go func() {
+		st, b, err := cl.doTimeout("POST", "/session/"+sid+"/message", mustJSON(map[string]any{
+			"parts": []any{map[string]any{"type": "text", "text": "finish me"}}}), 30*time.Second)
+		blocked <- answer{st, b, err}
+	}()
+	if !poll(10*time.Second, 10*time.Millisecond, func() bool {
+		status := map[string]any{}
+		return cl.getJSON("/session/status", &status) == nil && status[sid] != nil
+	}) {
+		t.Fatalf("the turn did not start\n%s", tail(logPath, 30))
+	}
+	t0 := time.Now()
+	if err := srv.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, exited := srv.waitExit(15 * time.Second)
+	if !exited {
+		srv.kill()
+		t.Fatalf("SIGTERM: no exit within 15s\n%s", tail(logPath, 30))
+	}
+	if code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	t.Logf("exited after %v", time.Since(t0).Round(time.Millisecond))
+	a := <-blocked
+	var m v1Message
+	if a.err != nil || a.st != 200 || json.Unmarshal(a.b, &m) != nil || m.Info.Error != nil || m.Info.Time.Completed == nil {
+		t.Errorf("the blocking prompt of a turn that fits in the grace period: %d %v %s, want its complete answer", a.st, a.err, clip(a.b))
 	}
 }

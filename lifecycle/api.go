@@ -33,7 +33,9 @@ func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.
 		r.maybeStart()
 		t := r.tx()
 		if _, ferr := t.flush(); ferr != nil {
+			// Undone in memory as it is in the store: the runner goes on.
 			r.restore(snap)
+			r.failure = nil
 			out, err = nil, admitError(ferr, in.ID)
 		}
 	})

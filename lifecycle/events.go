@@ -90,11 +90,21 @@ func (t *tx) session(s opencode.Session) {
 // events (durable ones in log order) go first, then the v1 ones: a consumer
 // that stops at session.idle has seen the turn's session.next.step.ended.
 // Each stream keeps its own order.
+//
+// A failed commit is not retried: the runner's memory has moved past what
+// is stored, so the failure is recorded, nothing more is committed, and the
+// loop stops the runner once the command returns (see fail); the next
+// command rebuilds it from the store. (An admission undoes its own work and
+// clears the failure: see Manager.Admit.)
 func (t *tx) flush() (int64, error) {
 	r := t.r
 	r.pend = nil
+	if r.failure != nil {
+		return 0, r.failure
+	}
 	if !t.batch.Empty() {
 		if err := r.m.store.Commit(context.Background(), r.id, &t.batch); err != nil {
+			r.failure = err
 			return 0, err
 		}
 		r.lastSeq += int64(len(t.batch.Events))
@@ -120,15 +130,11 @@ func (t *tx) flush() (int64, error) {
 	return pos, nil
 }
 
-// flushPending commits whatever the runner has pending. A failed commit is
-// not retried: the runner's memory has moved past what is stored, so the
-// loop stops it (see fail) and the next command rebuilds it from the store.
+// flushPending commits whatever the runner has pending (a failure is
+// recorded by flush).
 func (r *runner) flushPending() {
-	if r.pend == nil {
-		return
-	}
-	if _, err := r.pend.flush(); err != nil && r.failure == nil {
-		r.failure = err
+	if r.pend != nil {
+		_, _ = r.pend.flush()
 	}
 }
 

@@ -96,3 +96,202 @@ func TestFailedCommitStopsCleanly(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryCommitKindFailsCleanly fails one commit of each kind (admission,
+// delivery, step start, step end, turn end, abort, revoke) and checks that
+// the store and the clients agree afterwards: no event of the failed work
+// was published (a witness store checks each event against what was
+// committed), the caller of the failed command got a 503, the session runs
+// again on the next command, every input the client was not told is
+// revoked is delivered exactly once, and no assistant message is left open.
+func TestEveryCommitKindFailsCleanly(t *testing.T) {
+	hasInput := func(b *store.Batch, state opencode.InputState) bool {
+		for _, in := range b.Inputs {
+			if in.State == state {
+				return true
+			}
+		}
+		return false
+	}
+	hasEvent := func(b *store.Batch, typ string) bool {
+		for _, e := range b.Events {
+			if e.Type == typ {
+				return true
+			}
+		}
+		return false
+	}
+	hasPart := func(b *store.Batch, typ string) bool {
+		for _, p := range b.Parts {
+			if p.Type == typ {
+				return true
+			}
+		}
+		return false
+	}
+	type env struct {
+		t      *testing.T
+		ctx    context.Context
+		m      *lifecycle.Manager
+		st     *storetest.Failing
+		sid    string
+		inputs []string // admitted and not revoked, as the client was told
+		arm    func()   // arms the failure
+	}
+	admit := func(e *env, text string, d opencode.Delivery) (string, error) {
+		in := &opencode.Input{ID: identifier.NewMessage(), SessionID: e.sid, Delivery: d,
+			Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: text}}}
+		_, _, err := e.m.Admit(e.ctx, in)
+		if err == nil {
+			e.inputs = append(e.inputs, in.ID)
+		}
+		return in.ID, err
+	}
+	// busy starts a long turn, then arms the failure.
+	busy := func(e *env) {
+		e.t.Helper()
+		if _, err := admit(e, "a long turn", opencode.Steer); err != nil {
+			e.t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for e.m.Status()[e.sid] != "busy" && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+		}
+		e.arm()
+	}
+	unavailable := func(e *env, what string, err error) {
+		e.t.Helper()
+		var oe *opencode.Error
+		if !errors.As(err, &oe) || oe.Code != opencode.EUnavailable {
+			e.t.Errorf("%s: got %v, want EUnavailable (503)", what, err)
+		}
+	}
+	for _, kind := range []struct {
+		name  string
+		match func(string, *store.Batch) bool
+		run   func(e *env)
+	}{
+		{"admission", func(_ string, b *store.Batch) bool { return len(b.Admit) > 0 }, func(e *env) {
+			e.arm()
+			id, err := admit(e, "refused", opencode.Steer)
+			unavailable(e, "admission", err)
+			if _, err := e.m.Input(e.ctx, e.sid, id); err == nil {
+				e.t.Errorf("the failed admission left input %s", id)
+			}
+		}},
+		{"delivery", func(_ string, b *store.Batch) bool { return len(b.Admit) == 0 && hasInput(b, opencode.InputDelivered) },
+			func(e *env) {
+				busy(e)
+				if _, err := admit(e, "queued", opencode.Queue); err != nil {
+					e.t.Fatal(err)
+				}
+			}},
+		{"step start", func(_ string, b *store.Batch) bool { return len(b.Admit) == 0 && hasPart(b, opencode.PartStepStart) }, func(e *env) {
+			busy(e)
+			// A steer starts a second step when the first ends.
+			if _, err := admit(e, "steer", opencode.Steer); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{"step end", func(_ string, b *store.Batch) bool { return hasPart(b, opencode.PartStepFinish) }, func(e *env) {
+			busy(e)
+		}},
+		{"turn end", func(_ string, b *store.Batch) bool { return b.Open != nil && !*b.Open }, func(e *env) {
+			busy(e)
+		}},
+		{"abort", func(_ string, b *store.Batch) bool { return hasEvent(b, opencode.EvStepFailed) }, func(e *env) {
+			busy(e)
+			unavailable(e, "abort", e.m.Abort(e.ctx, e.sid))
+		}},
+		{"revoke", func(_ string, b *store.Batch) bool { return hasInput(b, opencode.InputRevoked) }, func(e *env) {
+			busy(e)
+			id, err := admit(e, "revoke me", opencode.Queue)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			revoked, err := e.m.Revoke(e.ctx, e.sid, id)
+			unavailable(e, "revoke", err)
+			if revoked {
+				e.t.Error("a revoke whose commit failed answered revoked")
+			}
+		}},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			f := &storetest.Failing{Store: memory.New()}
+			w := &storetest.Witness{Store: f}
+			bus := eventbus.New()
+			m := lifecycle.New(lifecycle.Config{Store: w, Bus: bus, Provider: scripted.New(scripted.Config{Chunks: 8, Delay: 10 * time.Millisecond}),
+				ProviderID: scripted.ProviderID, ModelID: scripted.ModelID})
+			defer m.Close()
+			sub := bus.Subscribe(1<<14, nil)
+			var unstored []string
+			checked := make(chan struct{})
+			go func() {
+				defer close(checked)
+				for ev := range sub.C {
+					if err := w.Check(ev); err != nil {
+						unstored = append(unstored, err.Error())
+					}
+				}
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := &env{t: t, ctx: ctx, m: m, st: f, sid: s.ID}
+			e.arm = func() { f.FailNext(kind.match) }
+			kind.run(e)
+			deadline := time.Now().Add(5 * time.Second)
+			for f.Failed() == 0 && time.Now().Before(deadline) {
+				time.Sleep(2 * time.Millisecond)
+			}
+			if f.Failed() != 1 {
+				t.Fatalf("%d commits failed, want 1", f.Failed())
+			}
+			// The next command rebuilds the session; it settles by itself.
+			if _, err := admit(e, "after the failure", opencode.Queue); err != nil {
+				t.Fatalf("the next prompt after the failure: %v", err)
+			}
+			if err := m.WaitIdle(ctx, s.ID); err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := m.Messages(ctx, s.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			users := map[string]int{}
+			for _, mp := range msgs {
+				if mp.Info.Role == opencode.User {
+					users[mp.Info.ID]++
+				}
+				if mp.Info.Role == opencode.Assistant && mp.Info.Time.Completed == nil {
+					t.Errorf("assistant message %s is left open", mp.Info.ID)
+				}
+			}
+			for _, id := range e.inputs {
+				in, err := m.Input(ctx, s.ID, id)
+				if err != nil {
+					t.Errorf("input %s: %v", id, err)
+					continue
+				}
+				if in.State == opencode.InputDelivered && users[id] != 1 {
+					t.Errorf("input %s delivered as %d user messages", id, users[id])
+				}
+				if in.State == opencode.InputPending {
+					t.Errorf("input %s still pending on an idle session", id)
+				}
+			}
+			if inbox, _ := m.Inbox(ctx, s.ID); len(inbox) != 0 {
+				t.Errorf("inbox not empty: %d", len(inbox))
+			}
+			m.Close()
+			sub.Close()
+			<-checked
+			for _, u := range unstored {
+				t.Errorf("published but not stored: %s", u)
+			}
+		})
+	}
+}

@@ -128,6 +128,27 @@ func (m *Manager) Resume(ctx context.Context) error {
 	return nil
 }
 
+// Drain waits until no turn runs, or ctx ends (the shutdown grace period).
+// Turns keep running and starting meanwhile: a session's queue drains as
+// far as the grace period allows; Close then interrupts what still runs.
+func (m *Manager) Drain(ctx context.Context) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m.mu.Lock()
+		n := len(m.busy)
+		m.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // Close stops every runner (a running turn is closed as interrupted) and
 // waits for their goroutines. The store is the caller's to close.
 func (m *Manager) Close() {
@@ -258,14 +279,14 @@ func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) e
 				return nil
 			default:
 			}
-			if r.failure != nil {
+			if r.failure != nil && ran {
 				return r.exit // f ran, but what it did could not be stored
 			}
 			if ran {
 				return nil
 			}
-			if r.exit == errEvicted {
-				continue
+			if r.exit == errEvicted || r.failure != nil {
+				continue // f never ran: a fresh runner takes it
 			}
 			return r.exitErr()
 		}

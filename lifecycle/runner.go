@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/store"
@@ -110,8 +111,9 @@ type runner struct {
 	// approved holds the "always" answers given in this session.
 	approved []Rule
 	// resume is set when the session's last turn was cut off by a shutdown
-	// or crash: the runner continues it once it starts.
-	resume *opencode.Message
+	// or crash: the runner continues it once it starts, before any pending
+	// input.
+	resume *cutTurn
 	// deleted stops the loop after the delete command.
 	deleted bool
 }
@@ -194,16 +196,58 @@ func (r *runner) start() {
 		r.remember(mp)
 	}
 	if r.recover(msgs) || interruptedByServer(msgs) || r.m.unanswered(msgs) {
-		for i := len(msgs) - 1; i >= 0; i-- {
-			if msgs[i].Info.Role == opencode.User {
-				u := msgs[i].Info
-				r.resume = &u
-				break
-			}
-		}
+		r.resume = cutOff(msgs)
 	}
 	r.maybeStart()
 	r.flushPending()
+}
+
+// cutTurn is a turn a shutdown or crash cut off: its latest user message,
+// which the continuation answers, and the user messages (inputs) delivered
+// into it, whose recorded answer becomes the continuation's.
+type cutTurn struct {
+	user   opencode.Message
+	inputs []string
+}
+
+// cutOff finds the cut-off turn at the end of msgs: the user messages after
+// the last assistant message that ended a turn (one that stopped, not one
+// that called tools and not the interrupted one).
+func cutOff(msgs []opencode.MessageWithParts) *cutTurn {
+	var c *cutTurn
+	var inputs []string
+	for i := len(msgs) - 1; i >= 0; i-- {
+		info := msgs[i].Info
+		if info.Role == opencode.User {
+			if c == nil {
+				c = &cutTurn{user: info}
+			}
+			inputs = append(inputs, info.ID)
+			continue
+		}
+		if c != nil && info.Error == nil && info.Finish != "" && info.Finish != "tool-calls" {
+			break // the turn before
+		}
+		if c != nil && info.Error != nil && !isInterrupted(info) {
+			break // a turn that ended in an error
+		}
+	}
+	if c == nil {
+		return nil
+	}
+	slices.Reverse(inputs)
+	c.inputs = inputs
+	return c
+}
+
+// isInterrupted reports whether an assistant message was cut off by a
+// server shutdown or restart.
+func isInterrupted(info opencode.Message) bool {
+	if info.Role != opencode.Assistant || info.Error == nil || info.Error.Name != "MessageAbortedError" {
+		return false
+	}
+	msg, _ := info.Error.Data["message"].(string)
+	return strings.HasPrefix(msg, interruptedPrefix)
 }
 
 // ensureHistory reads the conversation of a lazily started runner, before
@@ -230,12 +274,7 @@ func interruptedByServer(msgs []opencode.MessageWithParts) bool {
 	if len(msgs) == 0 {
 		return false
 	}
-	last := msgs[len(msgs)-1].Info
-	if last.Role != opencode.Assistant || last.Error == nil || last.Error.Name != "MessageAbortedError" {
-		return false
-	}
-	msg, _ := last.Error.Data["message"].(string)
-	return strings.HasPrefix(msg, interruptedPrefix)
+	return isInterrupted(msgs[len(msgs)-1].Info)
 }
 
 // unanswered reports whether the last message is a user message whose turn
@@ -415,10 +454,24 @@ func (r *runner) evict() bool {
 // shutdown closes a running turn as interrupted, fails every waiter and
 // stops the loop.
 func (r *runner) shutdown(why error) {
-	if r.turn != nil {
+	var last *opencode.MessageWithParts
+	if tu := r.turn; tu != nil {
 		r.interrupt(interruptedPrefix+" shutdown", false)
+		last = tu.last
 	}
 	r.flushPending()
+	if last != nil && r.failure == nil {
+		// Inputs still pending stay admitted and run after the restart.
+		// Their blocking prompts get what an abort gives, the interrupted
+		// message, not a 503 that a client would retry with a new ID
+		// (running it twice).
+		for id, ws := range r.waiters {
+			for _, w := range ws {
+				w <- waitResult{msg: *last}
+			}
+			delete(r.waiters, id)
+		}
+	}
 	r.stop(why)
 }
 
@@ -479,6 +532,9 @@ func equalInput(a, b *opencode.Input) bool {
 func (r *runner) admit(in *opencode.Input) (*opencode.Input, bool, error) {
 	ctx := context.Background()
 	if prev, err := r.m.store.GetInput(ctx, in.ID); err == nil {
+		if prev.State == opencode.InputTombstone && prev.SessionID == r.id {
+			return nil, false, revokedError(r.id, in.ID, "before it was admitted")
+		}
 		if equalInput(prev, in) {
 			return prev, true, nil
 		}
@@ -546,7 +602,7 @@ type undoPoint struct {
 	pending []*opencode.Input
 	history int
 	sess    opencode.Session
-	resume  *opencode.Message
+	resume  *cutTurn
 	turn    *turn
 }
 
@@ -605,16 +661,22 @@ func (r *runner) pendingIndex(id string) int {
 	return -1
 }
 
-// revoke cancels a pending input. Unknown or already revoked: true.
-// Delivered: a conflict.
+// revoke cancels a pending input. Already revoked: true. Delivered: a
+// conflict. Not yet admitted (the revoke overtook its prompt on another
+// connection): a durable tombstone, so the prompt is refused when it
+// arrives, and true.
 func (r *runner) revoke(id string) (bool, error) {
 	if i := r.pendingIndex(id); i >= 0 {
 		r.cancelPending([]int{i}, "revoked")
 		return true, nil
 	}
-	in, err := r.m.store.GetInput(context.Background(), id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && in.SessionID != r.id) {
+	ctx := context.Background()
+	in, err := r.m.store.GetInput(ctx, id)
+	if err == nil && in.SessionID != r.id {
 		return true, nil
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return r.tombstone(ctx, id)
 	}
 	if err != nil {
 		return false, err
@@ -624,6 +686,32 @@ func (r *runner) revoke(id string) (bool, error) {
 			Message: "Message " + id + " was already delivered to the model"}
 	}
 	return true, nil
+}
+
+// tombstone records that id was revoked before it was admitted. An ID no
+// prompt could carry, or one a message already has (an assistant's, a
+// delivered input of another session), needs none: nothing can arrive
+// under it for this session.
+func (r *runner) tombstone(ctx context.Context, id string) (bool, error) {
+	if identifier.Check(identifier.Message, id) != nil {
+		return true, nil
+	}
+	if ok, err := r.m.store.MessageExists(ctx, id); err != nil || ok {
+		return err == nil, err
+	}
+	t := r.tx()
+	t.batch.Admit = []*opencode.Input{{ID: id, SessionID: r.id, Delivery: opencode.Queue,
+		State: opencode.InputTombstone, TimeCreated: r.m.now()}}
+	if _, err := t.flush(); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// revokedError is the answer for an input revoked before it ran.
+func revokedError(sessionID, id, when string) *opencode.Error {
+	return &opencode.Error{Code: opencode.ERevoked, Resource: "message", SessionID: sessionID, MessageID: id,
+		Message: "Message " + id + " was revoked " + when}
 }
 
 // cancelPending revokes the pending inputs at the given inbox indexes, in
@@ -648,8 +736,7 @@ func (r *runner) cancelPending(idx []int, reason string) {
 		drop[in.ID] = true
 	}
 	if _, err := t.flush(); err != nil {
-		r.m.log.Error("revoke commit failed", "session", r.id, "err", err)
-		return
+		return // the runner stops (see tx.flush)
 	}
 	kept := r.pending[:0]
 	for _, in := range r.pending {
@@ -659,8 +746,7 @@ func (r *runner) cancelPending(idx []int, reason string) {
 	}
 	r.pending = kept
 	for id := range drop {
-		r.answer(id, waitResult{err: &opencode.Error{Code: opencode.ERevoked, SessionID: r.id, MessageID: id,
-			Message: "Message " + id + " was revoked before it was delivered (" + reason + ")"}})
+		r.answer(id, waitResult{err: revokedError(r.id, id, "before it was delivered ("+reason+")")})
 	}
 }
 
@@ -674,6 +760,9 @@ func (r *runner) replace(id string, delivery *opencode.Delivery, parts []opencod
 		}
 		if err != nil {
 			return nil, err
+		}
+		if in.State == opencode.InputTombstone {
+			return nil, revokedError(r.id, id, "before it was admitted")
 		}
 		return nil, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: id, SessionID: r.id,
 			Message: "Message " + id + " is no longer pending (" + string(in.State) + ")"}
@@ -749,8 +838,9 @@ func (r *runner) wait(id string) chan waitResult {
 	case err != nil:
 		ch <- waitResult{err: err}
 	case in.State == opencode.InputRevoked:
-		ch <- waitResult{err: &opencode.Error{Code: opencode.ERevoked, SessionID: r.id, MessageID: id,
-			Message: "Message " + id + " was revoked before it was delivered"}}
+		ch <- waitResult{err: revokedError(r.id, id, "before it was delivered")}
+	case in.State == opencode.InputTombstone:
+		ch <- waitResult{err: revokedError(r.id, id, "before it was admitted")}
 	default:
 		res := r.finishedResult(id)
 		// The turn's events went out earlier; waiting for what is published

@@ -20,8 +20,15 @@ func (r *runner) maybeStart() {
 	if r.turn != nil || r.exit != nil {
 		return
 	}
-	batch := r.steers()
-	if len(batch) == 0 {
+	// A turn a shutdown or crash cut off is continued first; pending
+	// steers join it at its next step, queued inputs wait for its end.
+	resume := r.resume
+	r.resume = nil
+	var batch []*opencode.Input
+	if resume == nil {
+		batch = r.steers()
+	}
+	if len(batch) == 0 && resume == nil {
 		for _, in := range r.pending {
 			if in.Delivery == opencode.Queue {
 				batch = []*opencode.Input{in}
@@ -29,8 +36,6 @@ func (r *runner) maybeStart() {
 			}
 		}
 	}
-	resume := r.resume
-	r.resume = nil
 	if len(batch) == 0 && resume == nil {
 		r.notifyIdle()
 		return
@@ -49,14 +54,25 @@ func (r *runner) maybeStart() {
 	open := true
 	r.tx().batch.Open = &open
 	r.m.setBusy(r.id, true)
-	if len(batch) == 0 {
-		// Continue a turn the server cut off: same user message, a new step.
-		r.turn.parentID = resume.ID
-		if resume.Agent != "" {
-			r.turn.agent = resume.Agent
+	if resume != nil {
+		// Continue a turn the server cut off: same user message, a new
+		// step. Its inputs are answered by the continuation: a blocking
+		// prompt retried now waits for it, and their recorded answer
+		// becomes its last assistant message.
+		u := resume.user
+		r.turn.parentID = u.ID
+		if u.Agent != "" {
+			r.turn.agent = u.Agent
 		}
-		if resume.Model != nil && r.m.HasModel(resume.Model.ProviderID, resume.Model.ModelID) {
-			r.turn.model = *resume.Model
+		if u.Model != nil && r.m.HasModel(u.Model.ProviderID, u.Model.ModelID) {
+			r.turn.model = *u.Model
+		}
+		for _, id := range resume.inputs {
+			in, err := r.m.store.GetInput(context.Background(), id)
+			if err == nil && in.SessionID == r.id && in.State == opencode.InputDelivered && !in.NoReply {
+				r.turn.inputs = append(r.turn.inputs, in)
+				r.turn.delivered = append(r.turn.delivered, id)
+			}
 		}
 		r.publishLive(opencode.EvSessionStatus, map[string]any{"sessionID": r.id, "status": map[string]any{"type": "busy"}})
 		r.startStep()

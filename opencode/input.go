@@ -13,6 +13,11 @@ const (
 	InputPending   InputState = "pending"
 	InputDelivered InputState = "delivered"
 	InputRevoked   InputState = "revoked"
+	// InputTombstone is an ID revoked before it was admitted (the revoke
+	// overtook its prompt on another connection): it holds no input, and
+	// the prompt is refused when it arrives. A session keeps a bounded
+	// number of them (store.MaxTombstones).
+	InputTombstone InputState = "tombstone"
 )
 
 // Input is one admitted user input. Its ID is the msg_ ID it was admitted

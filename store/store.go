@@ -81,7 +81,8 @@ type Batch struct {
 	// Messages and Parts.
 	DeleteMessages []string
 	DeleteParts    []string
-	// Admit inserts new inputs; an ID already used by any input or message
+	// Admit inserts new inputs (tombstones too: see MaxTombstones); an ID
+	// already used by any input or message
 	// fails the whole batch with ErrConflict, a part ID already used by any
 	// stored part or input part with a *PartConflictError.
 	Admit []*opencode.Input
@@ -92,6 +93,11 @@ type Batch struct {
 	// one's Seq (last seq + 1, + 2, ...).
 	Events []*opencode.Event
 }
+
+// MaxTombstones bounds the tombstones (inputs in state
+// opencode.InputTombstone: IDs revoked before they were admitted) a session
+// keeps: a commit that admits one drops the session's oldest beyond it.
+const MaxTombstones = 256
 
 // Empty reports whether the batch writes nothing.
 func (b *Batch) Empty() bool {

@@ -47,6 +47,7 @@ type options struct {
 	chunks    int
 	delay     time.Duration
 	heartbeat time.Duration
+	grace     time.Duration
 }
 
 func defaultDataDir() string {
@@ -79,6 +80,8 @@ func parseFlags(args []string, stderr *os.File) (options, error) {
 	fs.IntVar(&o.chunks, "scripted-chunks", 5, "scripted model: number of streamed chunks")
 	fs.DurationVar(&o.delay, "scripted-delay", 0, "scripted model: delay before each chunk")
 	fs.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "SSE heartbeat interval")
+	fs.DurationVar(&o.grace, "shutdown-grace", 10*time.Second,
+		"on SIGTERM/SIGINT, how long running turns may finish before they are closed as interrupted (continued after the next start)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -168,13 +171,19 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 		log.Warn("second signal: exiting now")
 		os.Exit(1)
 	}()
-	a.Shutdown() // ends SSE streams so Shutdown does not wait on them
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, cancel := context.WithTimeout(context.Background(), o.grace+10*time.Second)
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Shutdown(sctx) }() // stops accepting at once
-	// Runners reach a consistent point: running turns close as interrupted
-	// (and resume after the next start), blocking prompts get their answer.
+	// Running turns may finish within the grace period, watched live on
+	// the streams still open; their blocking prompts get their answers.
+	gctx, gcancel := context.WithTimeout(context.Background(), o.grace)
+	a.Manager.Drain(gctx)
+	gcancel()
+	a.Shutdown() // cuts SSE streams (clients reconnect) so Shutdown does not wait on them
+	// Runners reach a consistent point: turns still running close as
+	// interrupted (and continue after the next start), blocking prompts
+	// get the interrupted message, as an abort gives.
 	a.Close()
 	if err := <-stopped; err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("shutdown", "err", err)

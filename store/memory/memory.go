@@ -3,8 +3,10 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"sync"
 
@@ -173,6 +175,7 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		m.inputs[in.ID] = c
 		s.inputs[in.ID] = c
 	}
+	m.trimTombstones(s, b)
 	for _, in := range b.Inputs {
 		for _, p := range in.Parts {
 			m.inputParts[p.ID] = sessionID
@@ -190,6 +193,28 @@ func (m *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 		s.events = append(s.events, cloneEvent(e))
 	}
 	return nil
+}
+
+// trimTombstones keeps the session's newest store.MaxTombstones
+// tombstones when b admits one (m.mu held).
+func (m *Store) trimTombstones(s *session, b *store.Batch) {
+	if !slices.ContainsFunc(b.Admit, func(in *opencode.Input) bool { return in.State == opencode.InputTombstone }) {
+		return
+	}
+	var tomb []*opencode.Input
+	for _, in := range s.inputs {
+		if in.State == opencode.InputTombstone {
+			tomb = append(tomb, in)
+		}
+	}
+	if len(tomb) <= store.MaxTombstones {
+		return
+	}
+	slices.SortFunc(tomb, func(a, b *opencode.Input) int { return cmp.Compare(a.Order, b.Order) })
+	for _, in := range tomb[:len(tomb)-store.MaxTombstones] {
+		delete(s.inputs, in.ID)
+		delete(m.inputs, in.ID)
+	}
 }
 
 // checkParts returns an *store.OrphanPartError for the first part of b that

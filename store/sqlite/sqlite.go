@@ -94,10 +94,12 @@ const (
 	qDelMsg       = `DELETE FROM messages WHERE id = ? AND session_id = ?`
 	qDelPart      = `DELETE FROM parts WHERE id = ? AND session_id = ?`
 	qAdmit        = `INSERT INTO inputs(id, session_id, ord, state, json) VALUES(?, ?, ?, ?, ?)`
-	qUpdateInput  = `UPDATE inputs SET state = ?, json = ? WHERE id = ?`
-	qAppendEvent  = `INSERT INTO events(session_id, seq, id, type, version, directory, data) VALUES(?, ?, ?, ?, ?, ?, ?)`
-	qSetLastSeq   = `UPDATE sessions SET last_seq = ? WHERE id = ?`
-	qSetOpen      = `UPDATE sessions SET open = ? WHERE id = ?`
+	qTrimTombs    = `DELETE FROM inputs WHERE session_id = ?1 AND state = 'tombstone' AND ord <
+		(SELECT ord FROM inputs WHERE session_id = ?1 AND state = 'tombstone' ORDER BY ord DESC LIMIT 1 OFFSET ?2)`
+	qUpdateInput = `UPDATE inputs SET state = ?, json = ? WHERE id = ?`
+	qAppendEvent = `INSERT INTO events(session_id, seq, id, type, version, directory, data) VALUES(?, ?, ?, ?, ?, ?, ?)`
+	qSetLastSeq  = `UPDATE sessions SET last_seq = ? WHERE id = ?`
+	qSetOpen     = `UPDATE sessions SET open = ? WHERE id = ?`
 )
 
 // Read statements, prepared on the read pool.
@@ -196,7 +198,7 @@ func Open(ctx context.Context, path string) (_ *Store, err error) {
 		return nil, fmt.Errorf("sqlite: load order: %w", err)
 	}
 	for _, q := range []string{qAdmitTaken, qPartTaken, qInputPart, qSessionSeq, qInputExists, qUpsertSess, qUpsertMsg,
-		qMsgInSession, qUpsertPart, qDelMsgParts, qDelMsg, qDelPart, qAdmit, qUpdateInput, qAppendEvent, qSetLastSeq, qSetOpen} {
+		qMsgInSession, qUpsertPart, qDelMsgParts, qDelMsg, qDelPart, qAdmit, qTrimTombs, qUpdateInput, qAppendEvent, qSetLastSeq, qSetOpen} {
 		st, perr := s.w.PrepareContext(ctx, q)
 		if perr != nil {
 			return nil, fmt.Errorf("sqlite: prepare: %w", perr)
@@ -635,6 +637,11 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 				if _, err := st(qInputPart).ExecContext(ctx, p.ID, in.ID, sessionID); err != nil {
 					return 0, nil, fmt.Errorf("sqlite: commit admit: %w", err)
 				}
+			}
+		}
+		if slices.ContainsFunc(b.Admit, func(in *opencode.Input) bool { return in.State == opencode.InputTombstone }) {
+			if _, err := st(qTrimTombs).ExecContext(ctx, sessionID, store.MaxTombstones-1); err != nil {
+				return 0, nil, fmt.Errorf("sqlite: commit tombstones: %w", err)
 			}
 		}
 	}

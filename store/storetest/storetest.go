@@ -44,6 +44,7 @@ func Run(t *testing.T, open Opener) {
 		{"BatchAllOrNothing", testAllOrNothing},
 		{"CancelledContext", testCancelled},
 		{"PendingInputs", testPendingInputs},
+		{"TombstonesBounded", testTombstonesBounded},
 		{"GetInputAcrossSessions", testGetInputAcrossSessions},
 		{"Events", testEvents},
 		{"EventsAfterLimit", testEventsAfterLimit},
@@ -965,6 +966,45 @@ func testCancelled(t *testing.T, s store.Store) {
 	}
 	checkGapless(t, s, "ses_c", 0)
 	eqStrings(t, "messages", messageIDs(t, s, "ses_c"), nil)
+}
+
+// testTombstonesBounded: tombstones are inputs that are never pending and
+// stay readable, and a session keeps only its newest store.MaxTombstones;
+// other sessions' tombstones and other inputs are untouched.
+func testTombstonesBounded(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const sid, other = "ses_t", "ses_u"
+	commit(t, s, sid, &store.Batch{Session: NewSession(sid)})
+	commit(t, s, other, &store.Batch{Session: NewSession(other)})
+	tomb := func(sid string, n int) *opencode.Input {
+		return &opencode.Input{ID: fmt.Sprintf("msg_%s_%04d", sid, n), SessionID: sid, Delivery: opencode.Queue,
+			State: opencode.InputTombstone, TimeCreated: 1700000000000 + int64(n)}
+	}
+	commit(t, s, other, &store.Batch{Admit: []*opencode.Input{tomb(other, 0)}})
+	revoked := NewInput(sid, "in_revoked")
+	commit(t, s, sid, &store.Batch{Admit: []*opencode.Input{revoked}})
+	r2 := *revoked
+	r2.State = opencode.InputRevoked
+	commit(t, s, sid, &store.Batch{Inputs: []*opencode.Input{&r2}})
+	const extra = 3
+	for i := range store.MaxTombstones + extra {
+		commit(t, s, sid, &store.Batch{Admit: []*opencode.Input{tomb(sid, i)}})
+	}
+	for i := range store.MaxTombstones + extra {
+		in, err := s.GetInput(ctx, tomb(sid, i).ID)
+		switch {
+		case i < extra:
+			wantErr(t, fmt.Sprintf("tombstone %d (beyond the bound)", i), err, store.ErrNotFound)
+		case err != nil || in.State != opencode.InputTombstone:
+			t.Fatalf("tombstone %d: %v %+v", i, err, in)
+		}
+	}
+	for _, id := range []string{tomb(other, 0).ID, "in_revoked"} {
+		if _, err := s.GetInput(ctx, id); err != nil {
+			t.Errorf("%s was dropped with the tombstones: %v", id, err)
+		}
+	}
+	eqStrings(t, "pending", pendingIDs(t, s, sid), nil)
 }
 
 func testPendingInputs(t *testing.T, s store.Store) {
