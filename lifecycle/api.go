@@ -2,7 +2,11 @@ package lifecycle
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
 )
@@ -158,19 +162,67 @@ func (m *Manager) WaitIdle(ctx context.Context, sessionID string) error {
 // fingerprint is the canonical content of an input for idempotent
 // admission: its parts without IDs, and the options that shape the turn.
 func fingerprint(in *opencode.Input) string {
+	return fingerprintPrefix + hex.EncodeToString(canonicalHash(in))
+}
+
+// fingerprintPrefix marks a hashed fingerprint; inputs admitted by older
+// versions carry the canonical JSON itself.
+const fingerprintPrefix = "sha256:"
+
+// canonicalHash hashes the content that makes two admissions the same:
+// the parts without their IDs, and the options. A part's text and URL (the
+// fields a prompt's megabytes are in) go into the hash as they are, length
+// first; the rest as JSON. So a prompt of N bytes costs no second copy.
+func canonicalHash(in *opencode.Input) []byte {
+	h := sha256.New()
+	var buf [32 << 10]byte
+	field := func(s string) {
+		binary.BigEndian.PutUint64(buf[:8], uint64(len(s)))
+		h.Write(buf[:8])
+		for len(s) > 0 { // in pieces: the hash takes []byte, s may be megabytes
+			k := copy(buf[:], s)
+			h.Write(buf[:k])
+			s = s[k:]
+		}
+	}
+	c := canonicalContent(in)
+	for i := range c.Parts {
+		p := &c.Parts[i]
+		field(p.Text)
+		field(p.URL)
+		p.Text, p.URL = "", ""
+	}
+	b, _ := json.Marshal(c)
+	field(string(b))
+	return h.Sum(nil)
+}
+
+// content is what canonicalContent returns.
+type content struct {
+	Parts   []opencode.Part
+	Agent   string
+	Model   *opencode.MessageModel
+	System  string
+	Tools   map[string]bool
+	NoReply bool
+	Shell   string `json:",omitempty"`
+}
+
+func canonicalContent(in *opencode.Input) content {
 	parts := make([]opencode.Part, len(in.Parts))
 	for i, p := range in.Parts {
 		p.ID, p.SessionID, p.MessageID = "", "", ""
 		parts[i] = p
 	}
-	b, _ := json.Marshal(struct {
-		Parts   []opencode.Part
-		Agent   string
-		Model   *opencode.MessageModel
-		System  string
-		Tools   map[string]bool
-		NoReply bool
-		Shell   string `json:",omitempty"`
-	}{parts, in.Agent, in.Model, in.System, in.Tools, in.NoReply, in.Shell})
-	return string(b)
+	return content{parts, in.Agent, in.Model, in.System, in.Tools, in.NoReply, in.Shell}
+}
+
+// sameContent compares an input's stored fingerprint with a new one's
+// content, whichever form the stored one has.
+func sameContent(stored string, in *opencode.Input) bool {
+	if strings.HasPrefix(stored, fingerprintPrefix) {
+		return stored == in.Fingerprint
+	}
+	b, _ := json.Marshal(canonicalContent(in))
+	return stored == string(b)
 }

@@ -73,6 +73,10 @@ type Manager struct {
 	busy    map[string]bool
 	asks    map[string]*pendingAsk
 	closed  bool
+
+	// relMu guards relTimer, the pending memory release (see releaseMemory).
+	relMu    sync.Mutex
+	relTimer *time.Timer
 }
 
 // errEvicted is why a runner that went idle stopped; callers retry.

@@ -288,7 +288,7 @@ func (m *Manager) unanswered(msgs []opencode.MessageWithParts) bool {
 	if last.Role != opencode.User {
 		return false
 	}
-	in, err := m.store.GetInput(context.Background(), last.ID)
+	in, err := m.store.InputStatus(context.Background(), last.ID)
 	return err == nil && in.State == opencode.InputDelivered && !in.NoReply && in.Answer == ""
 }
 
@@ -523,8 +523,8 @@ func (r *runner) post(msg streamMsg) {
 
 // ---- admission, inbox --------------------------------------------------------
 
-func equalInput(a, b *opencode.Input) bool {
-	return a.SessionID == b.SessionID && a.Delivery == b.Delivery && a.Fingerprint == b.Fingerprint
+func equalInput(prev, in *opencode.Input) bool {
+	return prev.SessionID == in.SessionID && prev.Delivery == in.Delivery && sameContent(prev.Fingerprint, in)
 }
 
 // admit stores a new input durably, or returns the earlier admission of the
@@ -671,7 +671,7 @@ func (r *runner) revoke(id string) (bool, error) {
 		return true, nil
 	}
 	ctx := context.Background()
-	in, err := r.m.store.GetInput(ctx, id)
+	in, err := r.m.store.InputStatus(ctx, id)
 	if err == nil && in.SessionID != r.id {
 		return true, nil
 	}
@@ -754,7 +754,7 @@ func (r *runner) cancelPending(idx []int, reason string) {
 func (r *runner) replace(id string, delivery *opencode.Delivery, parts []opencode.Part) (*opencode.Input, error) {
 	i := r.pendingIndex(id)
 	if i < 0 {
-		in, err := r.m.store.GetInput(context.Background(), id)
+		in, err := r.m.store.InputStatus(context.Background(), id)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && in.SessionID != r.id) {
 			return nil, opencode.MessageNotFound(r.id, id)
 		}
@@ -831,7 +831,7 @@ func (r *runner) wait(id string) chan waitResult {
 			}
 		}
 	}
-	in, err := r.m.store.GetInput(context.Background(), id)
+	in, err := r.m.store.InputStatus(context.Background(), id)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && in.SessionID != r.id):
 		ch <- waitResult{err: opencode.MessageNotFound(r.id, id)}
@@ -842,7 +842,7 @@ func (r *runner) wait(id string) chan waitResult {
 	case in.State == opencode.InputTombstone:
 		ch <- waitResult{err: revokedError(r.id, id, "before it was admitted")}
 	default:
-		res := r.finishedResult(id)
+		res := r.finishedResult(id, in.Answer)
 		// The turn's events went out earlier; waiting for what is published
 		// now covers them.
 		res.pos = r.m.bus.Position()
@@ -852,14 +852,10 @@ func (r *runner) wait(id string) chan waitResult {
 }
 
 // finishedResult answers a delivered input whose turn is over with the
-// message recorded as its answer when the turn ended.
-func (r *runner) finishedResult(id string) waitResult {
+// message recorded as its answer when the turn ended ("": none was, a crash
+// closed the turn first: the user message).
+func (r *runner) finishedResult(id, answer string) waitResult {
 	ctx := context.Background()
-	in, err := r.m.store.GetInput(ctx, id)
-	if err != nil {
-		return waitResult{err: opencode.MessageNotFound(r.id, id)}
-	}
-	answer := in.Answer
 	if answer == "" {
 		answer = id // closed by a crash before its turn ended: the user message
 	}
@@ -923,6 +919,9 @@ func (r *runner) delete() error {
 		return mapStoreErr(err, r.id)
 	}
 	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvSessionDeleted, map[string]any{"sessionID": r.id, "info": r.sess}))
+	if historySize(r.history) >= bigContent {
+		r.m.releaseMemory()
+	}
 	// The loop stops once this command has answered.
 	r.deleted = true
 	return nil

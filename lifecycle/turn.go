@@ -5,7 +5,6 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -197,9 +196,14 @@ func titleOf(text string) string {
 	if i := strings.IndexByte(text, '\n'); i >= 0 {
 		text = text[:i]
 	}
-	if utf8.RuneCountInString(text) > 50 {
-		rs := []rune(text)
-		text = string(rs[:50]) + "…"
+	// Cut at the 51st rune without converting the whole text (a prompt may
+	// be megabytes).
+	n := 0
+	for i := range text {
+		if n == 50 {
+			return text[:i] + "…"
+		}
+		n++
 	}
 	return text
 }
@@ -533,7 +537,11 @@ func (r *runner) endTurn() {
 	if tu.last != nil {
 		res.msg = *tu.last
 	}
+	big := inputSize(tu.inputs) >= bigContent
 	t.then(func(pos int64) {
+		if big {
+			r.m.releaseMemory()
+		}
 		// Idle once the turn's end is stored (GET /session/status must
 		// not say idle over a conversation that still shows it running),
 		// unless the next turn started in the same commit.
@@ -542,7 +550,8 @@ func (r *runner) endTurn() {
 		}
 		if tu.last == nil && len(tu.delivered) > 0 {
 			// A turn without a model call (noReply): the answer is the user message.
-			res = r.finishedResult(tu.delivered[len(tu.delivered)-1])
+			id := tu.delivered[len(tu.delivered)-1]
+			res = r.finishedResult(id, id)
 		}
 		res.pos = pos
 		for _, id := range tu.delivered {

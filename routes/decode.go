@@ -48,7 +48,11 @@ func newValidator() *validator.Validate {
 // and depth capped. An empty body decodes as {} when
 // emptyOK.
 func decodeBody(r *http.Request, v any, emptyOK bool) error {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	// Sized from Content-Length when the client sent one: a prompt of N
+	// bytes is read into one buffer of N bytes, not a doubling series.
+	buf := bytes.NewBuffer(make([]byte, 0, max(0, min(r.ContentLength, maxBody))+512))
+	_, err := buf.ReadFrom(http.MaxBytesReader(nil, r.Body, maxBody))
+	body := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -72,6 +76,12 @@ func decodeJSON(body []byte, v any, emptyOK bool) error {
 	}
 	if err := checkDepth(body); err != nil {
 		return err
+	}
+	// Unmarshal decodes in place (a Decoder would copy the body into its
+	// own buffer first); only a failure takes the Decoder's path, which
+	// tells a bad value from data after a good one.
+	if json.Unmarshal(body, v) == nil {
+		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
@@ -318,8 +328,7 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 }
 
 func decodeStrict(b []byte, v any, where string) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(v); err != nil {
+	if err := json.Unmarshal(b, v); err != nil {
 		return jsonErrorAt(err, where)
 	}
 	return nil

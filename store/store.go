@@ -105,6 +105,15 @@ func (b *Batch) Empty() bool {
 		len(b.DeleteMessages) == 0 && len(b.DeleteParts) == 0 && len(b.Admit) == 0 && len(b.Inputs) == 0 && len(b.Events) == 0
 }
 
+// InputStatus is an input without its content: see Store.InputStatus.
+type InputStatus struct {
+	SessionID string
+	State     opencode.InputState
+	// Answer is the message recorded as its answer (opencode.Input.Answer).
+	Answer  string
+	NoReply bool
+}
+
 // PageQuery selects a page of messages: see Store.MessagesPage.
 type PageQuery struct {
 	Anchor string
@@ -143,6 +152,9 @@ type Store interface {
 
 	// GetInput returns the input with this ID in any session.
 	GetInput(ctx context.Context, id string) (*opencode.Input, error)
+	// InputStatus returns what the lifecycle needs to know of an input in
+	// any session without reading its parts (a prompt may be megabytes).
+	InputStatus(ctx context.Context, id string) (InputStatus, error)
 	// PendingInputs returns a session's pending inputs in admission order.
 	PendingInputs(ctx context.Context, sessionID string) ([]*opencode.Input, error)
 

@@ -414,6 +414,17 @@ func (m *Store) GetInput(_ context.Context, id string) (*opencode.Input, error) 
 	return cloneInput(in), nil
 }
 
+// InputStatus implements store.Store.
+func (m *Store) InputStatus(_ context.Context, id string) (store.InputStatus, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	in := m.inputs[id]
+	if in == nil {
+		return store.InputStatus{}, store.ErrNotFound
+	}
+	return store.InputStatus{SessionID: in.SessionID, State: in.State, Answer: in.Answer, NoReply: in.NoReply}, nil
+}
+
 // PendingInputs implements store.Store.
 func (m *Store) PendingInputs(_ context.Context, sessionID string) ([]*opencode.Input, error) {
 	m.mu.RLock()

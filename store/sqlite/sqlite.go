@@ -1028,6 +1028,23 @@ func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error
 	return decodeInput(ord, js)
 }
 
+// InputStatus implements store.Store. SQLite reads the two fields out of
+// the row's JSON; no part is decoded in Go.
+func (s *Store) InputStatus(ctx context.Context, id string) (store.InputStatus, error) {
+	var st store.InputStatus
+	var state string
+	err := s.r.QueryRowContext(ctx, `SELECT session_id, state, coalesce(json_extract(json, '$.answer'), ''),
+		coalesce(json_extract(json, '$.noReply'), 0) FROM inputs WHERE id = ?`, id).Scan(&st.SessionID, &state, &st.Answer, &st.NoReply)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.InputStatus{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.InputStatus{}, fmt.Errorf("sqlite: input status: %w", err)
+	}
+	st.State = opencode.InputState(state)
+	return st, nil
+}
+
 // PendingInputs implements store.Store.
 func (s *Store) PendingInputs(ctx context.Context, sessionID string) ([]*opencode.Input, error) {
 	var out []*opencode.Input

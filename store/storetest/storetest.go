@@ -1087,7 +1087,21 @@ func testGetInputAcrossSessions(t *testing.T, s store.Store) {
 			t.Fatalf("GetInput(in_%s).SessionID = %s", sid, got.SessionID)
 		}
 		eqStrings(t, "pending "+sid, pendingIDs(t, s, sid), []string{"in_" + sid})
+		st, err := s.InputStatus(ctx, "in_"+sid)
+		if err != nil || st != (store.InputStatus{SessionID: sid, State: opencode.InputPending}) {
+			t.Fatalf("InputStatus(in_%s) = %+v, %v", sid, st, err)
+		}
 	}
+	// The status follows the input: delivered with an answer, noReply.
+	in := NewInput("ses_1", "in_ses_1")
+	in.State, in.Answer, in.NoReply = opencode.InputDelivered, "msg_answer", true
+	commit(t, s, "ses_1", &store.Batch{Inputs: []*opencode.Input{in}})
+	st, err := s.InputStatus(ctx, "in_ses_1")
+	if err != nil || st != (store.InputStatus{SessionID: "ses_1", State: opencode.InputDelivered, Answer: "msg_answer", NoReply: true}) {
+		t.Fatalf("InputStatus after delivery = %+v, %v", st, err)
+	}
+	_, err = s.InputStatus(ctx, "in_missing")
+	wantErr(t, "InputStatus(missing)", err, store.ErrNotFound)
 }
 
 func testEvents(t *testing.T, s store.Store) {

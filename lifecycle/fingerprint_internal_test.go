@@ -1,0 +1,63 @@
+package lifecycle
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// TestFingerprint: the same content under other part IDs is the same
+// admission; any change of content or options is not; an input admitted by
+// an older version (its fingerprint the canonical JSON) still matches.
+func TestFingerprint(t *testing.T) {
+	in := func(text, url, agent string, ids ...string) *opencode.Input {
+		x := &opencode.Input{Agent: agent, Parts: []opencode.Part{{ID: ids[0], Type: opencode.PartText, Text: text}}}
+		if url != "" {
+			x.Parts = append(x.Parts, opencode.Part{ID: ids[1], Type: opencode.PartFile, URL: url, Mime: "text/plain"})
+		}
+		x.Fingerprint = fingerprint(x)
+		return x
+	}
+	base := in("hello", "data:,x", "build", "prt_a", "prt_b")
+	for _, c := range []struct {
+		name string
+		in   *opencode.Input
+		same bool
+	}{
+		{"other part IDs", in("hello", "data:,x", "build", "prt_c", "prt_d"), true},
+		{"other text", in("hellO", "data:,x", "build", "prt_a", "prt_b"), false},
+		{"text moved into the URL", in("hellodata:,x", "", "build", "prt_a"), false},
+		{"other URL", in("hello", "data:,y", "build", "prt_a", "prt_b"), false},
+		{"other agent", in("hello", "data:,x", "plan", "prt_a", "prt_b"), false},
+	} {
+		if got := sameContent(base.Fingerprint, c.in); got != c.same {
+			t.Errorf("%s: same = %v, want %v", c.name, got, c.same)
+		}
+	}
+	if !strings.HasPrefix(base.Fingerprint, fingerprintPrefix) || len(base.Fingerprint) != len(fingerprintPrefix)+64 {
+		t.Errorf("fingerprint %q is not a sha256", base.Fingerprint)
+	}
+	legacy, _ := json.Marshal(canonicalContent(base))
+	if !sameContent(string(legacy), in("hello", "data:,x", "build", "prt_e", "prt_f")) {
+		t.Error("an input admitted with a legacy (JSON) fingerprint no longer matches its retry")
+	}
+	if sameContent(string(legacy), in("other", "data:,x", "build", "prt_e", "prt_f")) {
+		t.Error("a legacy fingerprint matches other content")
+	}
+}
+
+func TestTitleOf(t *testing.T) {
+	long := strings.Repeat("é", 60)
+	for _, c := range []struct{ in, want string }{
+		{"  short  ", "short"},
+		{"first line\nsecond", "first line"},
+		{strings.Repeat("a", 50), strings.Repeat("a", 50)},
+		{long, strings.Repeat("é", 50) + "…"},
+	} {
+		if got := titleOf(c.in); got != c.want {
+			t.Errorf("titleOf(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
