@@ -35,7 +35,7 @@ func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.
 		// already under way while it runs. Nothing of it is published
 		// until the commit succeeded; if it fails, it is undone.
 		r.maybeStart()
-		t := r.tx()
+		t := r.outbox()
 		if _, ferr := t.flush(); ferr != nil {
 			// Undone in memory as it is in the store: the runner goes on.
 			r.restore(snap)

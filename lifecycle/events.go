@@ -23,35 +23,35 @@ func liveEvent(sessionID, dir, typ string, props any) *opencode.Event {
 	return &opencode.Event{ID: identifier.NewEvent(), Type: typ, SessionID: sessionID, Directory: dir, Data: mustJSON(props)}
 }
 
-// tx collects the runner's pending work: the store rows and durable events
-// that commit together, and the order in which all events (durable and
-// live) are then published. It is the runner's outbox, not a database
-// transaction: the runner has one pending tx; everything it does while
-// handling one command or a burst of model chunks joins it, and the loop
-// commits it once (group commit) before handling the next. Nothing in it
-// is published before that commit succeeded.
-type tx struct {
+// outbox collects the runner's pending work: the store rows and durable
+// events that commit together, and the order in which all events (durable
+// and live) are published once they are stored. The runner has one
+// pending outbox; everything it does while handling one command or a burst
+// of model chunks joins it, and the loop commits it once (group commit)
+// before handling the next. Nothing in it is published before that commit
+// succeeded.
+type outbox struct {
 	r      *runner
 	batch  store.Batch
 	events []*opencode.Event
 	after  []func(pos int64)
 }
 
-// tx returns the runner's pending tx.
-func (r *runner) tx() *tx {
+// outbox returns the runner's pending outbox.
+func (r *runner) outbox() *outbox {
 	if r.pend == nil {
-		r.pend = &tx{r: r}
+		r.pend = &outbox{r: r}
 	}
 	return r.pend
 }
 
 // then runs f after the pending work is committed and published, with the
 // bus position of the last event (answers to blocking prompts wait for it).
-func (t *tx) then(f func(pos int64)) { t.after = append(t.after, f) }
+func (t *outbox) then(f func(pos int64)) { t.after = append(t.after, f) }
 
 // durable appends a log event and returns the seq the store will give it:
 // the runner is the session's only writer, so it knows the next seq.
-func (t *tx) durable(typ string, version int, data any) int64 {
+func (t *outbox) durable(typ string, version int, data any) int64 {
 	e := &opencode.Event{ID: identifier.NewEvent(), Type: typ, SessionID: t.r.id, Directory: t.r.sess.Directory,
 		Version: version, Durable: true, Data: mustJSON(data)}
 	t.batch.Events = append(t.batch.Events, e)
@@ -59,21 +59,21 @@ func (t *tx) durable(typ string, version int, data any) int64 {
 	return t.r.lastSeq + int64(len(t.batch.Events))
 }
 
-func (t *tx) live(typ string, props any) {
+func (t *outbox) live(typ string, props any) {
 	t.events = append(t.events, liveEvent(t.r.id, t.r.sess.Directory, typ, props))
 }
 
-func (t *tx) message(m opencode.Message) {
+func (t *outbox) message(m opencode.Message) {
 	t.batch.Messages = append(t.batch.Messages, m)
 	t.live(opencode.EvMessageUpdated, map[string]any{"sessionID": t.r.id, "info": m})
 }
 
-func (t *tx) part(p opencode.Part, at int64) {
+func (t *outbox) part(p opencode.Part, at int64) {
 	t.batch.Parts = append(t.batch.Parts, p)
 	t.live(opencode.EvPartUpdated, map[string]any{"sessionID": t.r.id, "part": p, "time": at})
 }
 
-func (t *tx) session(s opencode.Session) {
+func (t *outbox) session(s opencode.Session) {
 	c := s
 	t.batch.Session = &c
 	t.live(opencode.EvSessionUpdated, map[string]any{"sessionID": s.ID, "info": s})
@@ -96,7 +96,7 @@ func (t *tx) session(s opencode.Session) {
 // loop stops the runner once the command returns (see fail); the next
 // command rebuilds it from the store. (An admission undoes its own work and
 // clears the failure: see Manager.Admit.)
-func (t *tx) flush() (int64, error) {
+func (t *outbox) flush() (int64, error) {
 	r := t.r
 	r.pend = nil
 	if r.failure != nil {
@@ -140,5 +140,5 @@ func (r *runner) flushPending() {
 
 // publishLive queues a bus-only event behind the pending work, keeping order.
 func (r *runner) publishLive(typ string, props any) {
-	r.tx().live(typ, props)
+	r.outbox().live(typ, props)
 }

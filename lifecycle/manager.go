@@ -122,7 +122,7 @@ func (m *Manager) Resume(ctx context.Context) error {
 		err := m.do(ctx, id, func(r *runner) {
 			if r.turn == nil && len(r.pending) == 0 {
 				closed := false
-				r.tx().batch.Open = &closed
+				r.outbox().batch.Open = &closed
 			}
 		})
 		if err != nil {
@@ -297,18 +297,27 @@ func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) e
 	}
 }
 
+// mapStoreErr turns a store error about session sessionID into a core
+// error that says what it was about, keeping the store's error as its
+// cause (for the log).
 func mapStoreErr(err error, sessionID string) error {
+	var oe *opencode.Error
+	var pc *store.PartConflictError
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, store.ErrNotFound):
-		return opencode.SessionNotFound(sessionID)
-	case errors.Is(err, store.ErrConflict):
-		return &opencode.Error{Code: opencode.EConflict, Message: "conflict"}
-	}
-	var oe *opencode.Error
-	if errors.As(err, &oe) {
+	case errors.As(err, &oe):
 		return err
+	case errors.As(err, &pc):
+		return &opencode.Error{Code: opencode.EConflict, SessionID: sessionID, Resource: pc.ID,
+			Message: "Part ID " + pc.ID + " is already in use", Cause: err}
+	case errors.Is(err, store.ErrNotFound):
+		e := opencode.SessionNotFound(sessionID)
+		e.Cause = err
+		return e
+	case errors.Is(err, store.ErrConflict):
+		return &opencode.Error{Code: opencode.EConflict, SessionID: sessionID, Resource: "session",
+			Message: "Session " + sessionID + " changed under this request: " + err.Error(), Cause: err}
 	}
 	return err
 }

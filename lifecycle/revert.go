@@ -142,7 +142,7 @@ func (r *runner) revert(messageID, partID string) (opencode.Session, error) {
 	s := r.sess
 	s.Revert = rev
 	s.Time.Updated = r.m.now()
-	return r.saveSession(r.tx(), s)
+	return r.saveSession(r.outbox(), s)
 }
 
 func (r *runner) unrevert() (opencode.Session, error) {
@@ -162,7 +162,7 @@ func (r *runner) unrevert() (opencode.Session, error) {
 	s := r.sess
 	s.Revert = nil
 	s.Time.Updated = r.m.now()
-	return r.saveSession(r.tx(), s)
+	return r.saveSession(r.outbox(), s)
 }
 
 // cleanupRevert makes a revert final when a new prompt arrives: the
@@ -180,7 +180,7 @@ func (r *runner) cleanupRevert() error {
 		return err
 	}
 	at := slices.IndexFunc(msgs, func(mp opencode.MessageWithParts) bool { return mp.Info.ID == rev.MessageID })
-	t := r.tx()
+	t := r.outbox()
 	keep := msgs
 	if at >= 0 {
 		keep = msgs[:at]
@@ -244,7 +244,7 @@ func (r *runner) diffBetween(a, b string) []snapshot.FileDiff {
 // summarize updates what a step changed, as OpenCode does after each step:
 // session.diff (the session's changes so far), the session's summary
 // counts, and the turn's changes on its user messages.
-func (r *runner) summarize(t *tx, tu *turn) {
+func (r *runner) summarize(t *outbox, tu *turn) {
 	diff := r.diffBetween(r.firstSnap, tu.endSnap)
 	t.live(opencode.EvSessionDiff, map[string]any{"sessionID": r.id, "diff": diff})
 	sum := opencode.SessionSummary{Files: int64(len(diff))}

@@ -34,7 +34,7 @@ func (r *runner) startShellStep(command string) {
 		ProviderID: tu.model.ProviderID, Mode: tu.agent, Agent: tu.agent,
 		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
 	tu.step = st
-	r.tx().message(st.msg)
+	r.outbox().message(st.msg)
 	args, _ := json.Marshal(map[string]string{"command": command})
 	r.toolCall(st, &provider.ToolCall{ID: "call_" + identifier.NewPart()[4:], Name: "bash", Arguments: args})
 }

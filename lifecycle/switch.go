@@ -16,7 +16,7 @@ func (m *Manager) SwitchAgent(ctx context.Context, sessionID, messageID, agent s
 		s := r.sess
 		s.Agent = agent
 		s.Time.Updated = now
-		t := r.tx()
+		t := r.outbox()
 		t.durable(opencode.EvAgentSwitched, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"messageID": messageID, "agent": agent})
 		_, err = r.saveSession(t, s)
@@ -50,7 +50,7 @@ func (m *Manager) SwitchModel(ctx context.Context, sessionID, messageID string, 
 		if model.Variant != "" {
 			wire["variant"] = model.Variant
 		}
-		t := r.tx()
+		t := r.outbox()
 		t.durable(opencode.EvModelSwitched, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"messageID": messageID, "model": wire})
 		_, err = r.saveSession(t, s)

@@ -80,7 +80,7 @@ func (r *runner) toolPending(st *step, tc *provider.ToolCall) *toolRun {
 	c := &toolRun{callID: tc.ID, name: tc.Name, messageID: st.msg.ID, part: len(st.parts)}
 	st.parts = append(st.parts, p)
 	st.calls = append(st.calls, c)
-	t := r.tx()
+	t := r.outbox()
 	t.part(p, now)
 	t.durable(opencode.EvToolInputStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 		"assistantMessageID": st.msg.ID, "callID": tc.ID, "name": tc.Name})
@@ -103,7 +103,7 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	p := st.parts[c.part]
 	p.State = &opencode.ToolState{Status: "running", Input: input, Time: &opencode.ToolTime{Start: now}}
 	st.parts[c.part] = p
-	t := r.tx()
+	t := r.outbox()
 	t.part(p, now)
 	// The arguments as the model sent them, then the call itself, as
 	// OpenCode logs them (input.ended carries the raw text).
@@ -205,7 +205,7 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 		start = p.State.Time.Start
 	}
 	end := now
-	t := r.tx()
+	t := r.outbox()
 	if tr.err != nil {
 		c.failed = true
 		c.output = tr.err.Error()
@@ -231,7 +231,7 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 }
 
 // abortTools closes every unfinished tool part of the step as aborted.
-func (r *runner) abortTools(t *tx, st *step, now int64) {
+func (r *runner) abortTools(t *outbox, st *step, now int64) {
 	for _, c := range st.calls {
 		if c.done {
 			continue
@@ -256,7 +256,7 @@ func (r *runner) abortTools(t *tx, st *step, now int64) {
 
 // toolFailed logs a call's failure (c.output is the message) as OpenCode's
 // session.next.tool.failed.
-func (r *runner) toolFailed(t *tx, st *step, c *toolRun, now int64) {
+func (r *runner) toolFailed(t *outbox, st *step, c *toolRun, now int64) {
 	t.durable(opencode.EvToolFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 		"assistantMessageID": st.msg.ID, "callID": c.callID,
 		"error":    map[string]any{"type": "unknown", "message": c.output},
@@ -294,5 +294,5 @@ func (r *runner) toolProgress(st *step, pr *toolProgress) {
 	ps.Metadata = mustJSON(pr.metadata)
 	p.State = &ps
 	st.parts[c.part] = p
-	r.tx().part(p, r.m.now())
+	r.outbox().part(p, r.m.now())
 }

@@ -51,7 +51,7 @@ func (r *runner) maybeStart() {
 	// Flag the session open in the commit that starts the turn: a restart
 	// resumes flagged sessions without reading every history.
 	open := true
-	r.tx().batch.Open = &open
+	r.outbox().batch.Open = &open
 	r.m.setBusy(r.id, true)
 	if resume != nil {
 		// Continue a turn the server cut off: same user message, a new
@@ -124,7 +124,7 @@ func (r *runner) steers() []*opencode.Input {
 // commit, and reports whether any of them asks for a model reply.
 func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 	now := r.m.now()
-	t := r.tx()
+	t := r.outbox()
 	reply := false
 	sess := r.sess
 	for _, in0 := range batch {
@@ -234,7 +234,7 @@ func (r *runner) startStep() {
 		Snapshot: st.snapshot}
 	st.parts = append(st.parts, start)
 	tu.step = st
-	t := r.tx()
+	t := r.outbox()
 	t.message(st.msg)
 	started := map[string]any{"timestamp": now, "sessionID": r.id,
 		"assistantMessageID": st.msg.ID, "agent": tu.agent,
@@ -346,7 +346,7 @@ func (r *runner) delta(st *step, slot **streaming, k streamKind, text string) {
 		s := &streaming{kind: k, part: opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID,
 			Type: k.partType, Time: &opencode.PartTime{Start: now}}}
 		*slot = s
-		t := r.tx()
+		t := r.outbox()
 		t.durable(k.started, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, k.idKey: s.part.ID})
 		t.part(s.part, now)
@@ -380,7 +380,7 @@ func (r *runner) maybeEndStep() {
 }
 
 // closeText ends the open reasoning and text parts, committing their text.
-func (r *runner) closeText(t *tx, st *step, now int64) {
+func (r *runner) closeText(t *outbox, st *step, now int64) {
 	for _, slot := range []**streaming{&st.reasoning, &st.text} {
 		s := *slot
 		if s == nil {
@@ -404,7 +404,7 @@ func (r *runner) endStep(err error) {
 	tu := r.turn
 	st := tu.step
 	now := r.m.now()
-	t := r.tx()
+	t := r.outbox()
 	// A finished message is published only once it is stored: a client
 	// that refetches on message.updated or session.idle must find it.
 	r.closeText(t, st, now)
@@ -521,7 +521,7 @@ const maxSteps = 50
 func (r *runner) endTurn() {
 	tu := r.turn
 	now := r.m.now()
-	t := r.tx()
+	t := r.outbox()
 	closed := false
 	t.batch.Open = &closed
 	s := r.sess
@@ -569,7 +569,7 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 	now := r.m.now()
 	r.rejectAsks()
 	if st := tu.step; st != nil {
-		t := r.tx()
+		t := r.outbox()
 		r.closeText(t, st, now)
 		r.abortTools(t, st, now)
 		msg := "Aborted"
@@ -604,7 +604,7 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 	}
 	// Shutdown or delete: close the turn without starting the next one;
 	// pending inputs stay pending and are delivered after a restart.
-	r.recordAnswers(r.tx(), tu)
+	r.recordAnswers(r.outbox(), tu)
 	r.turn = nil
 	r.m.setBusy(r.id, false)
 	res := waitResult{err: &opencode.Error{Code: opencode.EUnavailable, Message: reason}}
@@ -623,7 +623,7 @@ func (r *runner) notifyIdle() {
 	}
 	idle := r.idle
 	r.idle = nil
-	r.tx().then(func(int64) {
+	r.outbox().then(func(int64) {
 		for _, c := range idle {
 			close(c)
 		}

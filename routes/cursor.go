@@ -31,7 +31,7 @@ func (c pageCursor) String() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-var errCursor = &httpError{Status: http.StatusBadRequest, Msg: "Invalid cursor", Field: "cursor", Kind: "Query"}
+var errCursor = badRequest("Query", "cursor", "Invalid cursor")
 
 func parseCursor(s string) (pageCursor, error) {
 	var c pageCursor

@@ -56,7 +56,7 @@ func decodeBody(r *http.Request, v any, emptyOK bool) error {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &httpError{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body exceeds %d bytes", maxBody), Kind: "Payload"}
+			return &opencode.Error{Code: opencode.ETooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", maxBody), Kind: "Payload"}
 		}
 		return badRequest("Payload", "", "could not read request body")
 	}
@@ -113,9 +113,9 @@ func jsonErrorAt(err error, where string) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("Payload", "", "malformed JSON: unexpected end of input")
 	}
-	var he *httpError
-	if errors.As(err, &he) {
-		return he
+	var oe *opencode.Error
+	if errors.As(err, &oe) {
+		return oe
 	}
 	return badRequest("Payload", "", "malformed JSON: "+err.Error())
 }
@@ -303,9 +303,9 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 			return nil, badRequest("Payload", where+"type", fmt.Sprintf("Expected one of text, file, agent, subtask at [%q], got %q", where+"type", clip(head.Type)))
 		}
 		if err != nil {
-			var he *httpError
-			if errors.As(err, &he) {
-				return nil, he // decodeStrict already named the path
+			var oe *opencode.Error
+			if errors.As(err, &oe) {
+				return nil, oe // decodeStrict already named the path
 			}
 			return nil, validationError(err, where)
 		}

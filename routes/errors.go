@@ -18,29 +18,35 @@ const (
 	v2
 )
 
-// httpError is a decoding or routing error: status and client message, with
-// an optional field and kind for the v2 shape.
-type httpError struct {
-	Status int
-	Msg    string
-	Field  string
-	Kind   string
+// badRequest is a 400 naming what is wrong: kind says which part of the
+// request ("Payload", "Query", "Params"), field the JSON path or parameter.
+func badRequest(kind, field, msg string) *opencode.Error {
+	return &opencode.Error{Code: opencode.EInvalid, Message: msg, Field: field, Kind: kind}
 }
 
-func (e *httpError) Error() string { return e.Msg }
-
-func badRequest(kind, field, msg string) *httpError {
-	return &httpError{Status: http.StatusBadRequest, Msg: msg, Field: field, Kind: kind}
+// errorKind is how one error code goes out: its HTTP status, its name in
+// the v1 shape {name, data:{message}} and its tag in the v2 shape
+// {_tag, message, ...}.
+type errorKind struct {
+	status int
+	v1, v2 string
 }
 
-// statusOf is the one table from core error codes to HTTP statuses.
-var statusOf = map[opencode.Code]int{
-	opencode.EInvalid:     http.StatusBadRequest,
-	opencode.ENotFound:    http.StatusNotFound,
-	opencode.EConflict:    http.StatusConflict,
-	opencode.ERevoked:     http.StatusConflict,
-	opencode.EUnavailable: http.StatusServiceUnavailable,
-	opencode.EInternal:    http.StatusInternalServerError,
+// errorTable is the one table from error codes to responses (as wtf keeps
+// one codes map). A v2 not-found names what was not found (Session…,
+// Message…), as OpenCode's tags do; a revoked input is a v2 conflict.
+var errorTable = map[opencode.Code]errorKind{
+	opencode.EInvalid:      {http.StatusBadRequest, "BadRequest", "InvalidRequestError"},
+	opencode.EUnauthorized: {http.StatusUnauthorized, "UnauthorizedError", "UnauthorizedError"},
+	opencode.EForbidden:    {http.StatusForbidden, "ForbiddenError", "ForbiddenError"},
+	opencode.ENotFound:     {http.StatusNotFound, "NotFoundError", "NotFoundError"},
+	opencode.EMethod:       {http.StatusMethodNotAllowed, "MethodNotAllowedError", "MethodNotAllowedError"},
+	opencode.EConflict:     {http.StatusConflict, "ConflictError", "ConflictError"},
+	opencode.ERevoked:      {http.StatusConflict, "MessageRevokedError", "ConflictError"},
+	opencode.ETooLarge:     {http.StatusRequestEntityTooLarge, "PayloadTooLargeError", "PayloadTooLargeError"},
+	opencode.ETooMany:      {http.StatusTooManyRequests, "TooManyRequestsError", "TooManyRequestsError"},
+	opencode.EUnavailable:  {http.StatusServiceUnavailable, "ServiceUnavailableError", "ServiceUnavailableError"},
+	opencode.EInternal:     {http.StatusInternalServerError, "UnknownError", "UnknownError"},
 }
 
 // writeError maps err to the route family's error shape. It is the only
@@ -49,82 +55,36 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client is gone; nobody reads an answer
 	}
-	var he *httpError
-	if errors.As(err, &he) {
-		if fam == v1 {
-			data := map[string]any{"message": he.Msg}
-			if he.Kind != "" {
-				data["kind"] = he.Kind
-			}
-			name := "BadRequest"
-			switch he.Status {
-			case http.StatusNotFound:
-				name = "NotFoundError"
-			case http.StatusUnauthorized:
-				name = "UnauthorizedError"
-			case http.StatusRequestEntityTooLarge:
-				name = "PayloadTooLargeError"
-			case http.StatusMethodNotAllowed:
-				name = "MethodNotAllowedError"
-			case http.StatusTooManyRequests:
-				name = "TooManyRequestsError"
-			case http.StatusForbidden:
-				name = "ForbiddenError"
-			}
-			writeJSON(w, he.Status, map[string]any{"name": name, "data": data})
-			return
-		}
-		tag := "InvalidRequestError"
-		switch he.Status {
-		case http.StatusNotFound:
-			tag = "NotFoundError"
-		case http.StatusUnauthorized:
-			tag = "UnauthorizedError"
-		case http.StatusRequestEntityTooLarge:
-			tag = "PayloadTooLargeError"
-		case http.StatusMethodNotAllowed:
-			tag = "MethodNotAllowedError"
-		case http.StatusTooManyRequests:
-			tag = "TooManyRequestsError"
-		case http.StatusForbidden:
-			tag = "ForbiddenError"
-		}
-		body := map[string]any{"_tag": tag, "message": he.Msg}
-		if he.Kind != "" {
-			body["kind"] = he.Kind
-		}
-		if he.Field != "" {
-			body["field"] = he.Field
-		}
-		writeJSON(w, he.Status, body)
-		return
-	}
-
 	var oe *opencode.Error
 	if !errors.As(err, &oe) {
-		oe = &opencode.Error{Code: opencode.EInternal}
+		oe = &opencode.Error{Code: opencode.EInternal, Cause: err}
 	}
-	status := statusOf[oe.Code]
-	if status == 0 {
-		status = http.StatusInternalServerError
+	k, ok := errorTable[oe.Code]
+	if !ok {
+		k = errorTable[opencode.EInternal]
 	}
 	msg := oe.Message
-	if status >= 500 {
+	if k.status >= 500 {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		if oe.Code == opencode.EInternal {
+		if oe.Code == opencode.EInternal || msg == "" {
 			msg = "Unexpected server error. Check server logs for details."
 		}
 	}
 	if fam == v1 {
-		name := map[opencode.Code]string{
-			opencode.EInvalid: "BadRequest", opencode.ENotFound: "NotFoundError", opencode.EConflict: "ConflictError",
-			opencode.ERevoked: "MessageRevokedError", opencode.EUnavailable: "ServiceUnavailableError",
-			opencode.EInternal: "UnknownError",
-		}[oe.Code]
-		writeJSON(w, status, map[string]any{"name": name, "data": map[string]any{"message": msg}})
+		data := map[string]any{"message": msg}
+		if oe.Kind != "" {
+			data["kind"] = oe.Kind
+		}
+		writeJSON(w, k.status, map[string]any{"name": k.v1, "data": data})
 		return
 	}
-	body := map[string]any{"message": msg}
+	body := map[string]any{"_tag": k.v2, "message": msg}
+	if oe.Kind != "" {
+		body["kind"] = oe.Kind
+	}
+	if oe.Field != "" {
+		body["field"] = oe.Field
+	}
 	switch oe.Code {
 	case opencode.ENotFound:
 		switch {
@@ -135,26 +95,14 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 		case oe.SessionID != "":
 			body["_tag"] = "SessionNotFoundError"
 			body["sessionID"] = oe.SessionID
-		default:
-			body["_tag"] = "NotFoundError"
 		}
 	case opencode.EConflict, opencode.ERevoked:
-		body["_tag"] = "ConflictError"
 		// OpenCode names the conflicting record itself: its ID.
 		if oe.MessageID != "" {
 			body["resource"] = oe.MessageID
 		} else if oe.Resource != "" {
 			body["resource"] = oe.Resource
 		}
-	case opencode.EInvalid:
-		body["_tag"] = "InvalidRequestError"
-		if oe.Field != "" {
-			body["field"] = oe.Field
-		}
-	case opencode.EUnavailable:
-		body["_tag"] = "ServiceUnavailableError"
-	default:
-		body["_tag"] = "UnknownError"
 	}
-	writeJSON(w, status, body)
+	writeJSON(w, k.status, body)
 }

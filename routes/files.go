@@ -2,6 +2,7 @@ package routes
 
 import (
 	"errors"
+	"github.com/opencode-server/opencode-server/opencode"
 	"io/fs"
 	"net/http"
 	"sort"
@@ -137,7 +138,7 @@ func fileError(err error) error {
 	case errors.Is(err, files.ErrOutside):
 		return badRequest("Query", "path", "path is outside the project directory")
 	case errors.Is(err, fs.ErrNotExist):
-		return &httpError{Status: http.StatusNotFound, Msg: "No such file or directory"}
+		return &opencode.Error{Code: opencode.ENotFound, Message: "No such file or directory"}
 	}
 	return badRequest("Query", "path", err.Error())
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/opencode-server/opencode-server/opencode"
 
 	"testing"
 )
@@ -40,8 +41,8 @@ func FuzzCheckDepth(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		err := checkDepth(b)
 		if err != nil {
-			var he *httpError
-			if !errors.As(err, &he) || he.Status != 400 || he.Msg == "" {
+			var oe *opencode.Error
+			if !errors.As(err, &oe) || errorTable[oe.Code].status != 400 || oe.Message == "" {
 				t.Fatalf("checkDepth error %#v", err)
 			}
 		}
@@ -89,8 +90,8 @@ func FuzzDecodePrompt(f *testing.F) {
 			}
 		}
 		if err != nil {
-			var he *httpError
-			if !errors.As(err, &he) || he.Status < 400 || he.Status > 499 || he.Msg == "" {
+			var oe *opencode.Error
+			if !errors.As(err, &oe) || errorTable[oe.Code].status < 400 || errorTable[oe.Code].status > 499 || oe.Message == "" {
 				t.Fatalf("error %#v for %q", err, b)
 			}
 		}

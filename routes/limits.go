@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"github.com/opencode-server/opencode-server/opencode"
 	"net"
 	"net/http"
 	"net/url"
@@ -26,7 +27,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 				if isV2(r) {
 					fam = v2
 				}
-				writeError(w, r, fam, s.log, &httpError{Status: http.StatusForbidden, Msg: "Origin " + clip(origin) + " is not allowed"})
+				writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.EForbidden, Message: "Origin " + clip(origin) + " is not allowed"})
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -108,4 +109,4 @@ func (l *streamLimiter) acquire(r *http.Request) (release func(), ok bool) {
 }
 
 // tooManyStreams is the answer when a client already holds MaxStreams streams.
-var tooManyStreams = &httpError{Status: http.StatusTooManyRequests, Msg: "too many concurrent event streams from this client"}
+var tooManyStreams = &opencode.Error{Code: opencode.ETooMany, Message: "too many concurrent event streams from this client"}

@@ -84,7 +84,7 @@ func New(cfg Config) http.Handler {
 		if isV2(r) {
 			fam = v2
 		}
-		writeError(w, r, fam, s.log, &httpError{Status: http.StatusNotFound, Msg: "No route for " + r.Method + " " + r.URL.Path})
+		writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.ENotFound, Message: "No route for " + r.Method + " " + r.URL.Path})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		fam := v1
@@ -94,7 +94,7 @@ func New(cfg Config) http.Handler {
 		if allow := s.routes.allowed(r.URL.Path); allow != "" {
 			w.Header().Set("Allow", allow)
 		}
-		writeError(w, r, fam, s.log, &httpError{Status: http.StatusMethodNotAllowed, Msg: "Method " + r.Method + " not allowed on " + r.URL.Path})
+		writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.EMethod, Message: "Method " + r.Method + " not allowed on " + r.URL.Path})
 	})
 	s.mountV1(r)
 	s.mountV2(r)
@@ -265,7 +265,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			if isV2(r) {
 				fam = v2
 			}
-			writeError(w, r, fam, s.log, &httpError{Status: http.StatusUnauthorized, Msg: "Unauthorized"})
+			writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.EUnauthorized, Message: "Unauthorized"})
 			return
 		}
 		next.ServeHTTP(w, r)

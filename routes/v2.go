@@ -426,7 +426,7 @@ func (s *Server) v2Messages(w http.ResponseWriter, r *http.Request) error {
 	pq := lifecycle.PageQuery{Limit: limit}
 	if v := q.Get("cursor"); v != "" {
 		if order != "" {
-			return &httpError{Status: http.StatusBadRequest, Msg: "Do not combine cursor with order", Field: "cursor", Kind: "Query"}
+			return badRequest("Query", "cursor", "Do not combine cursor with order")
 		}
 		c, err := parseCursor(v)
 		if err != nil || c.ID == "" {
@@ -483,16 +483,13 @@ func cursorParam(v, name string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if errors.Is(err, strconv.ErrRange) {
-		return 0, &httpError{Status: http.StatusBadRequest, Kind: "Query", Field: name,
-			Msg: "Expected an integer within range at [\"" + name + "\"]"}
+		return 0, badRequest("Query", name, "Expected an integer within range at [\""+name+"\"]")
 	}
 	if err != nil {
-		return 0, &httpError{Status: http.StatusBadRequest, Kind: "Query", Field: name,
-			Msg: "Expected an integer, got NaN at [\"" + name + "\"]"}
+		return 0, badRequest("Query", name, "Expected an integer, got NaN at [\""+name+"\"]")
 	}
 	if n < 0 {
-		return 0, &httpError{Status: http.StatusBadRequest, Kind: "Query", Field: name,
-			Msg: "Expected a non-negative integer at [\"" + name + "\"]"}
+		return 0, badRequest("Query", name, "Expected a non-negative integer at [\""+name+"\"]")
 	}
 	return n, nil
 }

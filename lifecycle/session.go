@@ -1,0 +1,55 @@
+package lifecycle
+
+// Session edits that go through the runner: title and other updates, delete.
+
+import (
+	"context"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+func (r *runner) update(p SessionPatch) (opencode.Session, error) {
+	s := r.sess
+	if p.Title != nil {
+		s.Title = *p.Title
+	}
+	if p.Metadata != nil {
+		s.Metadata = p.Metadata
+	}
+	if p.Permission != nil {
+		s.Permission = p.Permission
+	}
+	if p.Archived != nil {
+		s.Time.Archived = p.Archived
+	}
+	s.Time.Updated = r.m.now()
+	return r.saveSession(r.outbox(), s)
+}
+
+// saveSession commits s with whatever t holds, and takes it as the
+// session's state once stored.
+func (r *runner) saveSession(t *outbox, s opencode.Session) (opencode.Session, error) {
+	t.session(s)
+	if _, err := t.flush(); err != nil {
+		return r.sess, err
+	}
+	r.sess = s
+	return s, nil
+}
+
+func (r *runner) delete() error {
+	if r.turn != nil {
+		r.interrupt("Session deleted", false)
+	}
+	r.flushPending()
+	if err := r.m.store.DeleteSession(context.Background(), r.id); err != nil {
+		return mapStoreErr(err, r.id)
+	}
+	r.m.publish(liveEvent(r.id, r.sess.Directory, opencode.EvSessionDeleted, map[string]any{"sessionID": r.id, "info": r.sess}))
+	if historySize(r.history) >= bigContent {
+		r.m.releaseMemory()
+	}
+	// The loop stops once this command has answered.
+	r.deleted = true
+	return nil
+}
