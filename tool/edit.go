@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -74,6 +72,11 @@ func (t Edit) Run(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return t.run(ctx, c, in, abs, rel)
+}
+
+// run edits the file resolve named (abs, rel) through a root on c.Dir.
+func (t Edit) run(ctx context.Context, c Call, in editInput, abs, rel string) (Result, error) {
 	oldS, newS := *in.OldString, *in.NewString
 	if oldS == newS {
 		return Result{}, errors.New("oldString and newString must be different")
@@ -81,7 +84,13 @@ func (t Edit) Run(ctx context.Context, c Call) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	exists, mode, err := fileState(abs, rel)
+	s, err := openScope(c.Dir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.Close()
+	name := s.name(rel)
+	exists, mode, err := fileState(s, in.FilePath, rel)
 	if err != nil {
 		return Result{}, err
 	}
@@ -91,9 +100,9 @@ func (t Edit) Run(ctx context.Context, c Call) (Result, error) {
 	if oldS == "" {
 		// OpenCode: an empty oldString writes newString as the whole file.
 		if exists {
-			b, err := os.ReadFile(abs)
+			b, err := s.root.ReadFile(name)
 			if err != nil {
-				return Result{}, err
+				return Result{}, s.fail(in.FilePath, err)
 			}
 			before = string(b)
 		}
@@ -102,9 +111,9 @@ func (t Edit) Run(ctx context.Context, c Call) (Result, error) {
 		if !exists {
 			return Result{}, fmt.Errorf("file not found: %s", rel)
 		}
-		b, err := os.ReadFile(abs)
+		b, err := s.root.ReadFile(name)
 		if err != nil {
-			return Result{}, err
+			return Result{}, s.fail(in.FilePath, err)
 		}
 		before = string(b)
 		n := strings.Count(before, oldS)
@@ -127,12 +136,7 @@ func (t Edit) Run(ctx context.Context, c Call) (Result, error) {
 			after = strings.Replace(before, oldS, newS, 1)
 		}
 	}
-	if !exists {
-		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-			return Result{}, err
-		}
-	}
-	if err := os.WriteFile(abs, []byte(after), mode); err != nil {
+	if err := s.writeFile(in.FilePath, rel, []byte(after), mode, !exists); err != nil {
 		return Result{}, err
 	}
 

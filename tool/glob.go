@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -73,10 +72,16 @@ func (t Glob) Run(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return t.run(ctx, c, in, root, rel)
+}
+
+// run searches the directory resolve named (abs, rel) through a root on
+// c.Dir.
+func (t Glob) run(ctx context.Context, c Call, in globInput, abs, rel string) (Result, error) {
 	pattern := in.Pattern
 	if filepath.IsAbs(pattern) {
 		// An absolute pattern must point inside the search directory.
-		r, err := filepath.Rel(root, pattern)
+		r, err := filepath.Rel(abs, pattern)
 		if err != nil || r == ".." || strings.HasPrefix(r, "../") {
 			r2, err2 := filepath.Rel(filepath.Clean(c.Dir), pattern)
 			if err2 != nil || r2 == ".." || strings.HasPrefix(r2, "../") {
@@ -90,8 +95,13 @@ func (t Glob) Run(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if fi, err := os.Stat(root); err != nil {
+	s, err := openScope(c.Dir)
+	if err != nil {
 		return Result{}, err
+	}
+	defer s.Close()
+	if fi, err := s.root.Stat(s.name(rel)); err != nil {
+		return Result{}, s.fail(in.Path, err)
 	} else if !fi.IsDir() {
 		return Result{}, fmt.Errorf("%s is not a directory", rel)
 	}
@@ -101,7 +111,7 @@ func (t Glob) Run(ctx context.Context, c Call) (Result, error) {
 		mtime time.Time
 	}
 	var hits []hit
-	err = walkFiles(ctx, c.Dir, root, func(_, relRoot, relDir string, info fs.FileInfo) error {
+	err = walkFiles(ctx, s, c.Dir, rel, func(_, relRoot, relDir string, info fs.FileInfo) error {
 		if m.match(relRoot) {
 			hits = append(hits, hit{relDir, info.ModTime()})
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"regexp"
 	"strings"
 )
@@ -63,10 +62,16 @@ func (t Grep) Permission(c Call) (string, []string, error) {
 }
 
 func (t Grep) Run(ctx context.Context, c Call) (Result, error) {
-	in, root, rel, err := t.input(c)
+	in, _, rel, err := t.input(c)
 	if err != nil {
 		return Result{}, err
 	}
+	return t.run(ctx, c, in, rel)
+}
+
+// run searches the directory or file resolve named (rel) through a root on
+// c.Dir.
+func (t Grep) run(ctx context.Context, c Call, in grepInput, rel string) (Result, error) {
 	re, err := regexp.Compile(in.Pattern)
 	if err != nil {
 		return Result{}, fmt.Errorf("invalid regular expression: %w", err)
@@ -77,23 +82,28 @@ func (t Grep) Run(ctx context.Context, c Call) (Result, error) {
 			return Result{}, err
 		}
 	}
-	if _, err := os.Stat(root); err != nil {
+	s, err := openScope(c.Dir)
+	if err != nil {
 		return Result{}, err
+	}
+	defer s.Close()
+	if _, err := s.root.Stat(s.name(rel)); err != nil {
+		return Result{}, s.fail(in.Path, err)
 	}
 
 	var b strings.Builder
 	matches, truncated := 0, false
 	errStop := errors.New("stop")
-	err = walkFiles(ctx, c.Dir, root, func(abs, relRoot, relDir string, _ fs.FileInfo) error {
+	err = walkFiles(ctx, s, c.Dir, rel, func(name, relRoot, relDir string, _ fs.FileInfo) error {
 		if inc != nil && !inc.match(relRoot) {
 			return nil
 		}
-		f, err := os.Open(abs)
+		f, err := s.root.Open(s.name(name))
 		if err != nil {
 			return nil
 		}
 		defer f.Close()
-		if bin, err := isBinaryFile(abs, f); err != nil || bin {
+		if bin, err := isBinaryFile(name, f); err != nil || bin {
 			return nil
 		}
 		br := bufio.NewReaderSize(f, 64*1024)

@@ -3,9 +3,9 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -73,9 +73,19 @@ func (t List) Run(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	fi, err := os.Stat(abs)
+	return t.run(ctx, c, in, abs, rel)
+}
+
+// run lists the directory resolve named (abs, rel) through a root on c.Dir.
+func (t List) run(ctx context.Context, c Call, in listInput, abs, rel string) (Result, error) {
+	s, err := openScope(c.Dir)
 	if err != nil {
 		return Result{}, err
+	}
+	defer s.Close()
+	fi, err := s.root.Stat(s.name(rel))
+	if err != nil {
+		return Result{}, s.fail(in.Path, err)
 	}
 	if !fi.IsDir() {
 		return Result{}, fmt.Errorf("%s is not a directory", rel)
@@ -107,7 +117,7 @@ walk:
 		}
 		d := queue[0]
 		queue = queue[1:]
-		ents, err := os.ReadDir(filepath.Join(abs, filepath.FromSlash(d)))
+		ents, err := fs.ReadDir(s.fs(), path.Join(rel, d))
 		if err != nil {
 			continue // unreadable directory: skip
 		}
@@ -125,12 +135,10 @@ walk:
 				break walk
 			}
 			count++
-			if e.Type()&fs.ModeSymlink != 0 {
+			if e.Type()&fs.ModeSymlink != 0 && s.dirLink(c.Dir, path.Join(rel, r)) {
 				// Shown, never followed.
-				if st, err := os.Stat(filepath.Join(abs, filepath.FromSlash(r))); err == nil && st.IsDir() {
-					children[d] = append(children[d], listEntry{e.Name() + "@", false})
-					continue
-				}
+				children[d] = append(children[d], listEntry{e.Name() + "@", false})
+				continue
 			}
 			children[d] = append(children[d], listEntry{e.Name(), isDir})
 			if isDir {
@@ -172,4 +180,20 @@ walk:
 			"truncated": truncated,
 		},
 	}, nil
+}
+
+// dirLink reports whether the symlink at rel (relative to the session
+// directory dir, opened as s) is shown as a link list does not follow: one
+// to a directory inside, or one leading outside (whose target is not looked
+// at). A link to a file inside, or a dangling one, is shown as a file.
+func (s *scope) dirLink(dir, rel string) bool {
+	_, t, err := resolve(dir, filepath.Join(s.real, s.name(rel)))
+	if err != nil {
+		return errors.Is(err, ErrEscape)
+	}
+	fi, err := s.root.Stat(s.name(t))
+	if err != nil {
+		return rootEscaped(err)
+	}
+	return fi.IsDir()
 }

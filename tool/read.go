@@ -8,8 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 )
 
@@ -74,6 +73,11 @@ func (t Read) Run(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return t.run(ctx, c, in, abs, rel)
+}
+
+// run reads the file resolve named (abs, rel) through a root on c.Dir.
+func (t Read) run(ctx context.Context, c Call, in readInput, abs, rel string) (Result, error) {
 	offset, limit := 1, readDefaultLimit
 	if in.Offset != nil {
 		if *in.Offset < 0 {
@@ -92,12 +96,18 @@ func (t Read) Run(ctx context.Context, c Call) (Result, error) {
 		}
 	}
 
-	fi, err := os.Stat(abs)
+	s, err := openScope(c.Dir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.Close()
+	name := s.name(rel)
+	fi, err := s.root.Stat(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return Result{}, notFound(abs, rel)
+			return Result{}, notFound(s, rel)
 		}
-		return Result{}, err
+		return Result{}, s.fail(in.FilePath, err)
 	}
 	if fi.IsDir() {
 		return Result{}, fmt.Errorf("%s is a directory, not a file; use the list tool to see its entries", rel)
@@ -105,11 +115,18 @@ func (t Read) Run(ctx context.Context, c Call) (Result, error) {
 	if !fi.Mode().IsRegular() {
 		return Result{}, fmt.Errorf("%s is not a regular file", rel)
 	}
-	f, err := os.Open(abs)
+	f, err := s.root.Open(name)
 	if err != nil {
-		return Result{}, err
+		return Result{}, s.fail(in.FilePath, err)
 	}
 	defer f.Close()
+	// What was opened is what is read: check it again on the descriptor.
+	if fi, err = f.Stat(); err != nil {
+		return Result{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return Result{}, fmt.Errorf("%s is not a regular file", rel)
+	}
 	bin, err := isBinaryFile(abs, f)
 	if err != nil {
 		return Result{}, err
@@ -237,15 +254,16 @@ func trimNL(line, chunk []byte) []byte {
 	return line
 }
 
-// notFound builds OpenCode's "File not found" error with suggestions.
-func notFound(abs, rel string) error {
-	dir, base := filepath.Dir(abs), strings.ToLower(filepath.Base(abs))
-	entries, _ := os.ReadDir(dir)
+// notFound builds OpenCode's "File not found" error with suggestions from
+// the entries of rel's parent directory, listed through the root.
+func notFound(s *scope, rel string) error {
+	dir, base := path.Dir(rel), strings.ToLower(path.Base(rel))
+	entries, _ := fs.ReadDir(s.fs(), dir)
 	var sugg []string
 	for _, e := range entries {
 		n := strings.ToLower(e.Name())
 		if strings.Contains(n, base) || strings.Contains(base, n) {
-			sugg = append(sugg, filepath.ToSlash(filepath.Join(filepath.Dir(rel), e.Name())))
+			sugg = append(sugg, path.Join(dir, e.Name()))
 			if len(sugg) == 3 {
 				break
 			}

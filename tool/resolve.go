@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // ErrEscape is returned (wrapped) when a path would leave the session
@@ -22,6 +24,10 @@ const maxLinkHops = 40
 // (a dangling symlink is followed by hand, so a write through it cannot land
 // outside), and the result must still lie inside dir (itself EvalSymlinks'd).
 // The returned path is the symlink-free one. An empty p means dir itself.
+//
+// Resolve checks at one moment only; the tools touch the path it names only
+// through an os.Root on dir (see scope), which keeps the check true when
+// the file is used.
 func Resolve(dir, p string) (string, error) {
 	abs, _, err := resolve(dir, p)
 	return abs, err
@@ -30,20 +36,12 @@ func Resolve(dir, p string) (string, error) {
 // resolve is Resolve that also returns the path relative to the (real)
 // session directory, slash-separated ("." for the directory itself).
 func resolve(dir, p string) (abs, rel string, err error) {
-	if dir == "" {
-		return "", "", errors.New("no session directory")
-	}
-	if strings.ContainsRune(p, 0) {
-		return "", "", fmt.Errorf("invalid path %q", p)
-	}
-	base, err := filepath.Abs(dir)
+	base, root, err := sessionDir(dir)
 	if err != nil {
 		return "", "", err
 	}
-	base = filepath.Clean(base)
-	root, err := filepath.EvalSymlinks(base)
-	if err != nil {
-		return "", "", fmt.Errorf("session directory: %w", err)
+	if strings.ContainsRune(p, 0) {
+		return "", "", fmt.Errorf("invalid path %q", p)
 	}
 
 	var cand string
@@ -136,16 +134,124 @@ func within(root, p string) bool {
 	return r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) && !filepath.IsAbs(r)
 }
 
-// relTo returns abs relative to the session directory's real path,
-// slash-separated, or abs itself when that fails.
-func relTo(dir, abs string) string {
-	root, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		root = dir
+// sessionDir returns the session directory as given, made absolute and
+// clean (base), and its symlink-free path (real).
+func sessionDir(dir string) (base, real string, err error) {
+	if dir == "" {
+		return "", "", errors.New("no session directory")
 	}
-	r, err := filepath.Rel(root, abs)
+	base, err = filepath.Abs(dir)
 	if err != nil {
-		return abs
+		return "", "", err
 	}
-	return filepath.ToSlash(r)
+	base = filepath.Clean(base)
+	real, err = filepath.EvalSymlinks(base)
+	if err != nil {
+		return "", "", fmt.Errorf("session directory: %w", err)
+	}
+	return base, real, nil
+}
+
+// scope is the session directory opened as an *os.Root. resolve checks a
+// path and names it relative to the directory (for the answers, the
+// permission patterns and the error texts), but the tools then touch files
+// only through the root, by that relative name: os.Root walks the name one
+// component at a time from the directory's descriptor (openat with
+// O_NOFOLLOW, every symlink read and checked, ".." never above the root), so
+// confinement holds at the moment of use. A component swapped for a symlink
+// that leads out after resolve's check is refused, not followed.
+//
+// Because resolve's relative name is symlink-free when checked, the root
+// meets a symlink only when one appeared since; os.Root refuses absolute
+// symlinks, so such a late absolute link is refused even if it points
+// inside. Symlinks present at check time, absolute ones included, are
+// resolved by resolve as before.
+type scope struct {
+	root *os.Root
+	real string // the directory's symlink-free absolute path
+}
+
+// openScope opens the session directory dir as a root. The caller closes it.
+func openScope(dir string) (*scope, error) {
+	_, real, err := sessionDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("session directory: %w", err)
+	}
+	s := &scope{root: root, real: real}
+	rootEscapeOnce.Do(func() {
+		// An absolute name is refused by its spelling alone, with no file
+		// system access: this yields os.Root's (unexported) escape error.
+		_, err := root.Lstat(string(filepath.Separator))
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			rootEscape = pe.Err
+		}
+	})
+	return s, nil
+}
+
+var (
+	rootEscapeOnce sync.Once
+	rootEscape     error // os.Root's "path escapes from parent"
+)
+
+// rootEscaped reports whether err is os.Root's refusal of a name that
+// leads outside the root.
+func rootEscaped(err error) bool {
+	return rootEscape != nil && errors.Is(err, rootEscape)
+}
+
+func (s *scope) Close() error { return s.root.Close() }
+
+// fs returns the root as an fs.FS for fs.WalkDir and fs.ReadDir (which
+// sorts by name, as os.ReadDir). Unlike os.Root.FS it takes every name the
+// root takes: io/fs refuses names that are not UTF-8, which a project may
+// hold.
+func (s *scope) fs() fs.FS { return rootFS{s.root} }
+
+type rootFS struct{ r *os.Root }
+
+func (f rootFS) Open(name string) (fs.File, error) { return f.r.Open(filepath.FromSlash(name)) }
+
+func (f rootFS) Stat(name string) (fs.FileInfo, error) { return f.r.Stat(filepath.FromSlash(name)) }
+
+func (f rootFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	d, err := f.r.Open(filepath.FromSlash(name))
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	ents, err := d.ReadDir(-1)
+	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return ents, err
+}
+
+// name turns a slash-separated relative path from resolve into a name for
+// the root.
+func (s *scope) name(rel string) string { return filepath.FromSlash(rel) }
+
+// fail shapes the error of a root operation on the user-given path p as
+// the tools answer: an escape found by os.Root reads like resolve's
+// (ErrEscape), and a path error names the file by its absolute path and the
+// operation as os.Open, os.Stat... would.
+func (s *scope) fail(p string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if rootEscaped(err) {
+		return fmt.Errorf("%s: %w", p, ErrEscape)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && !filepath.IsAbs(pe.Path) {
+		return &fs.PathError{
+			Op:   strings.TrimSuffix(pe.Op, "at"),
+			Path: filepath.Join(s.real, pe.Path),
+			Err:  pe.Err,
+		}
+	}
+	return err
 }

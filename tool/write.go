@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 )
 
@@ -63,17 +62,24 @@ func (t Write) Run(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return t.run(ctx, c, in, abs, rel)
+}
+
+// run writes the file resolve named (abs, rel) through a root on c.Dir.
+func (t Write) run(ctx context.Context, c Call, in writeInput, abs, rel string) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	exists, mode, err := fileState(abs, rel)
+	s, err := openScope(c.Dir)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+	defer s.Close()
+	exists, mode, err := fileState(s, in.FilePath, rel)
+	if err != nil {
 		return Result{}, err
 	}
-	if err := os.WriteFile(abs, []byte(*in.Content), mode); err != nil {
+	if err := s.writeFile(in.FilePath, rel, []byte(*in.Content), mode, true); err != nil {
 		return Result{}, err
 	}
 	return Result{
@@ -86,19 +92,33 @@ func (t Write) Run(ctx context.Context, c Call) (Result, error) {
 	}, nil
 }
 
-// fileState reports whether abs exists as a regular file and the mode to
-// write it with; a directory or special file is an error.
-func fileState(abs, rel string) (bool, fs.FileMode, error) {
-	fi, err := os.Stat(abs)
+// fileState reports whether rel exists as a regular file and the mode to
+// write it with; a directory or special file is an error. p is the path as
+// given, for an escape's error.
+func fileState(s *scope, p, rel string) (bool, fs.FileMode, error) {
+	fi, err := s.root.Stat(s.name(rel))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, 0o644, nil
 	case err != nil:
-		return false, 0, err
+		return false, 0, s.fail(p, err)
 	case fi.IsDir():
 		return false, 0, fmt.Errorf("%s is a directory", rel)
 	case !fi.Mode().IsRegular():
 		return false, 0, fmt.Errorf("%s is not a regular file", rel)
 	}
 	return true, fi.Mode().Perm(), nil
+}
+
+// writeFile writes data to rel through the root (creating it with mode, or
+// truncating it), first creating its missing parent directories (0755) if
+// mkdir is set. p is the path as given, for an escape's error.
+func (s *scope) writeFile(p, rel string, data []byte, mode fs.FileMode, mkdir bool) error {
+	name := s.name(rel)
+	if dir := filepath.Dir(name); mkdir && dir != "." {
+		if err := s.root.MkdirAll(dir, 0o755); err != nil {
+			return s.fail(p, err)
+		}
+	}
+	return s.fail(p, s.root.WriteFile(name, data, mode))
 }
