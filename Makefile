@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: run build test test-short fuzz vet lint bench bench-compare bench-profile
+.PHONY: run build test test-short fuzz vet lint bench bench-compare bench-yardstick bench-profile
 
 run:
 	$(GO) run ./cmd/opencode-server
@@ -39,6 +39,11 @@ bench:
 # (see BENCHMARKS.md).
 bench-compare:
 	bash bench/compare.sh
+
+# Ours against the yardstick only (bench/yardstick: the bare path, no store),
+# skipping the slow real server; see BENCHMARKS.md, "Yardstick".
+bench-yardstick:
+	ONLY=ours,yardstick bash bench/compare.sh
 
 bench-profile:
 	bash bench/profile.sh

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 )
@@ -99,18 +100,38 @@ func num(v float64, ok bool) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// compare prints the side-by-side table of two ocbench outputs and checks
-// the targets (ours against theirs).
-func compare(oursPath, theirsPath string) error {
+// compare prints the side-by-side table of ocbench outputs: ours against
+// the real server (theirsPath; "" or "-" leaves that table out) with the
+// targets, then, when yardPath is set, ours against the yardstick
+// (bench/yardstick) with the within-2x targets.
+func compare(w io.Writer, oursPath, theirsPath, yardPath string) error {
 	ours, err := readSummary(oursPath)
 	if err != nil {
 		return err
 	}
-	theirs, err := readSummary(theirsPath)
-	if err != nil {
-		return err
+	if theirsPath != "" && theirsPath != "-" {
+		theirs, err := readSummary(theirsPath)
+		if err != nil {
+			return err
+		}
+		compareOpencode(w, ours, theirs)
 	}
-	fmt.Printf("| metric | unit | ours | opencode | ours:opencode |\n|---|---|---:|---:|---:|\n")
+	if yardPath != "" {
+		yard, err := readSummary(yardPath)
+		if err != nil {
+			return err
+		}
+		if theirsPath != "" && theirsPath != "-" {
+			fmt.Fprintln(w)
+		}
+		compareYardstick(w, ours, yard)
+	}
+	return nil
+}
+
+// compareOpencode is the ours:opencode table and the targets.
+func compareOpencode(w io.Writer, ours, theirs map[string]any) {
+	fmt.Fprintf(w, "| metric | unit | ours | opencode | ours:opencode |\n|---|---|---:|---:|---:|\n")
 	for _, r := range rows {
 		a, aok := get(ours, r.key)
 		b, bok := get(theirs, r.key)
@@ -118,9 +139,9 @@ func compare(oursPath, theirsPath string) error {
 		if aok && bok && b != 0 {
 			ratio = fmt.Sprintf("%.3f", a/b)
 		}
-		fmt.Printf("| %s | %s | %s | %s | %s |\n", r.name, r.unit, num(a, aok), num(b, bok), ratio)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.name, r.unit, num(a, aok), num(b, bok), ratio)
 	}
-	fmt.Printf("\n| target | measured | met |\n|---|---|---|\n")
+	fmt.Fprintf(w, "\n| target | measured | met |\n|---|---|---|\n")
 	check := func(name string, measured string, ok, known bool) {
 		m := "NOT MET"
 		if !known {
@@ -128,7 +149,7 @@ func compare(oursPath, theirsPath string) error {
 		} else if ok {
 			m = "met"
 		}
-		fmt.Printf("| %s | %s | %s |\n", name, measured, m)
+		fmt.Fprintf(w, "| %s | %s | %s |\n", name, measured, m)
 	}
 	ratioT := func(name, key string, limit float64) {
 		a, aok := get(ours, key)
@@ -167,5 +188,81 @@ func compare(oursPath, theirsPath string) error {
 		c1, _ := get(ours, "conc1_first_ms.median")
 		check("100 concurrent sessions within 3x of one (first text median)", fmt.Sprintf("%.2f vs %.2f ms = %.1fx", c100, c1, c100/c1), c100 <= 3*c1, true)
 	}
-	return nil
+}
+
+// yardRows are the metrics the yardstick serves (seq, conc, fanout, rss).
+var yardRows = []row{
+	{"(a) new session each: first text median", "seq_new_first_ms.median", "ms"},
+	{"(a) new session each: first text p99", "seq_new_first_ms.p99", "ms"},
+	{"(a) new session each: idle median", "seq_new_idle_ms.median", "ms"},
+	{"(a) same session: first text median", "seq_same_first_ms.median", "ms"},
+	{"(a) same session: first text p90", "seq_same_first_ms.p90", "ms"},
+	{"(a) same session: first text p99", "seq_same_first_ms.p99", "ms"},
+	{"(a) same session: idle median", "seq_same_idle_ms.median", "ms"},
+	{"(a) server CPU per prompt", "seq_cpu_ms_per_prompt", "ms"},
+	{"(b) 1 session: first text median", "conc1_first_ms.median", "ms"},
+	{"(b) 10 sessions: first text median", "conc10_first_ms.median", "ms"},
+	{"(b) 100 sessions: first text median", "conc100_first_ms.median", "ms"},
+	{"(b) 100 sessions: first text p99", "conc100_first_ms.p99", "ms"},
+	{"(b) 100 sessions: throughput", "conc100_prompts_per_s", "prompts/s"},
+	{"(c) /event x50: all got first text, median", "fanout_event_50_all_first_ms_median", "ms"},
+	{"(c) /event x50: all saw idle, median", "fanout_event_50_all_idle_ms.median", "ms"},
+	{"(c) /event x50: all saw idle, max", "fanout_event_50_all_idle_ms.max", "ms"},
+	{"(c) /event x50: server CPU per prompt", "fanout_event_50_cpu_ms_per_prompt", "ms"},
+	{"(c) /event x1000: all saw idle, median", "fanout_event_1000_all_idle_ms.median", "ms"},
+	{"(c) /event x1000: all saw idle, max", "fanout_event_1000_all_idle_ms.max", "ms"},
+	{"(c) /event x1000: server CPU per prompt", "fanout_event_1000_cpu_ms_per_prompt", "ms"},
+	{"(c) /global/event x50: all got first text, median", "fanout_global_event_50_all_first_ms_median", "ms"},
+	{"(c) /global/event x50: all saw idle, median", "fanout_global_event_50_all_idle_ms.median", "ms"},
+	{"(c) /global/event x50: all saw idle, max", "fanout_global_event_50_all_idle_ms.max", "ms"},
+	{"(c) /global/event x50: server CPU per prompt", "fanout_global_event_50_cpu_ms_per_prompt", "ms"},
+	{"(c) /global/event x1000: all saw idle, median", "fanout_global_event_1000_all_idle_ms.median", "ms"},
+	{"(c) /global/event x1000: all saw idle, max", "fanout_global_event_1000_all_idle_ms.max", "ms"},
+	{"(c) /global/event x1000: server CPU per prompt", "fanout_global_event_1000_cpu_ms_per_prompt", "ms"},
+	{"(f) RSS at start", "rss_start_kb", "kB"},
+	{"(f) RSS after 100 prompts", "rss_after_100_kb", "kB"},
+	{"(f) RSS at end", "rss_end_kb", "kB"},
+}
+
+// yardTargets are the latencies that should come within 2x of the
+// yardstick: the rest is work the path itself cannot avoid.
+var yardTargets = []row{
+	{"first text median (same session)", "seq_same_first_ms.median", ""},
+	{"first text median (new session each)", "seq_new_first_ms.median", ""},
+	{"first text p99 (same session)", "seq_same_first_ms.p99", ""},
+	{"first text p99 (new session each)", "seq_new_first_ms.p99", ""},
+	{"50-subscriber fan-out, all saw idle (/event)", "fanout_event_50_all_idle_ms.median", ""},
+	{"50-subscriber fan-out, all saw idle (/global/event)", "fanout_global_event_50_all_idle_ms.median", ""},
+}
+
+// compareYardstick is the ours:yardstick table (rows either side measured)
+// and the within-2x targets.
+func compareYardstick(w io.Writer, ours, yard map[string]any) {
+	fmt.Fprintf(w, "| metric | unit | ours | yardstick | ours:yardstick |\n|---|---|---:|---:|---:|\n")
+	for _, r := range yardRows {
+		a, aok := get(ours, r.key)
+		b, bok := get(yard, r.key)
+		if !aok && !bok {
+			continue
+		}
+		ratio := "-"
+		if aok && bok && b != 0 {
+			ratio = fmt.Sprintf("%.2f", a/b)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.name, r.unit, num(a, aok), num(b, bok), ratio)
+	}
+	fmt.Fprintf(w, "\n| target (ours within 2x of the yardstick) | measured | met |\n|---|---|---|\n")
+	for _, t := range yardTargets {
+		a, aok := get(ours, t.key)
+		b, bok := get(yard, t.key)
+		if !aok || !bok || b == 0 {
+			fmt.Fprintf(w, "| %s | - | n/a |\n", t.name)
+			continue
+		}
+		met := "NOT MET"
+		if a <= 2*b {
+			met = "met"
+		}
+		fmt.Fprintf(w, "| %s | %.2f vs %.2f ms = %.2fx | %s |\n", t.name, a, b, a/b, met)
+	}
 }

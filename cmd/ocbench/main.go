@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,18 +97,25 @@ func main() {
 	serveStore := flag.String("serve-store", "sqlite", "with -serve: sqlite or memory")
 	serveData := flag.String("serve-data", "ocbench-data", "with -serve: data directory")
 	serveConfig := flag.String("serve-config", "", "with -serve: opencode.json (e.g. from -print-config)")
-	cmp := flag.Bool("compare", false, "print the side-by-side table of two ocbench outputs: ocbench -compare OURS.txt THEIRS.txt")
+	blockRate := flag.Int("block-rate", 0, "with -serve: runtime.SetBlockProfileRate (ns; 0 = off) for /debug/pprof/block")
+	mutexFrac := flag.Int("mutex-frac", 0, "with -serve: runtime.SetMutexProfileFraction (0 = off) for /debug/pprof/mutex")
+	cmp := flag.Bool("compare", false, "print the side-by-side tables of ocbench outputs: ocbench -compare OURS.txt OPENCODE.txt [YARDSTICK.txt] (OPENCODE.txt '-': only the yardstick table)")
 	flag.Parse()
 	if *cmp {
-		if flag.NArg() != 2 {
-			fatal("-compare needs two files")
+		if flag.NArg() != 2 && flag.NArg() != 3 {
+			fatal("-compare needs two or three files: OURS OPENCODE [YARDSTICK]")
 		}
-		if err := compare(flag.Arg(0), flag.Arg(1)); err != nil {
+		if flag.NArg() == 2 && flag.Arg(1) == "-" {
+			fatal("-compare OURS - needs a YARDSTICK file")
+		}
+		if err := compare(os.Stdout, flag.Arg(0), flag.Arg(1), flag.Arg(2)); err != nil {
 			fatal("%v", err)
 		}
 		return
 	}
 	if *serve != "" {
+		runtime.SetBlockProfileRate(*blockRate)
+		runtime.SetMutexProfileFraction(*mutexFrac)
 		if err := serveProfiled(*serve, *pprofAddr, *serveStore, *serveData, *serveConfig); err != nil {
 			fatal("%v", err)
 		}
@@ -230,6 +238,39 @@ func (b *bench) rss() int64 {
 		}
 	}
 	return 0
+}
+
+// cpu is the server's user+system CPU time so far (/proc/<pid>/stat), 0
+// without -pid. Linux reports it in clock ticks of 10 ms.
+func (b *bench) cpu() time.Duration {
+	if b.o.pid == 0 {
+		return 0
+	}
+	f, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b.o.pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(f, ')')
+	if i < 0 {
+		return 0
+	}
+	fs := strings.Fields(string(f[i+1:])) // fs[0] is field 3 (state)
+	if len(fs) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(fs[11], 10, 64)
+	st, _ := strconv.ParseInt(fs[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// cpuPerPrompt records and prints the server CPU spent per prompt since c0.
+func (b *bench) cpuPerPrompt(key, what string, c0 time.Duration, prompts int) {
+	if b.o.pid == 0 || prompts == 0 {
+		return
+	}
+	v := ms(b.cpu()-c0) / float64(prompts)
+	b.summary[key] = v
+	b.printf("%s: server CPU %.2f ms per prompt (%d prompts)\n", what, v, prompts)
 }
 
 func (b *bench) sampleRSS(key, what string) {
@@ -657,6 +698,7 @@ func (b *bench) report(key, what string, rs []result) {
 
 // seq (a): sequential prompts, new session each and one session.
 func (b *bench) seq() error {
+	c0 := b.cpu()
 	var rs []result
 	for i := 0; i < b.o.n; i++ {
 		sid, err := b.createSession()
@@ -683,6 +725,7 @@ func (b *bench) seq() error {
 		rs = append(rs, r)
 	}
 	b.report("seq_same", "(a) sequential, same session", rs)
+	b.cpuPerPrompt("seq_cpu_ms_per_prompt", "(a) sequential", c0, 2*b.o.n)
 	return nil
 }
 
@@ -865,6 +908,7 @@ func (b *bench) fanoutOne(path string, s int) error {
 	}
 	var alls, allFirst, medSub []time.Duration
 	var err error
+	c0 := b.cpu()
 	for round := 0; round < b.o.fanRounds; round++ {
 		sid, e := b.createSession()
 		if e != nil {
@@ -911,6 +955,7 @@ func (b *bench) fanoutOne(path string, s int) error {
 	b.summary[key+"_all_idle_ms"] = st
 	b.summary[key+"_all_first_ms_median"] = stats(allFirst).Median
 	b.summary[key+"_median_sub_idle_ms"] = stats(medSub).Median
+	b.cpuPerPrompt(key+"_cpu_ms_per_prompt", fmt.Sprintf("(c) %s x%d", path, s), c0, len(alls))
 	return nil
 }
 
