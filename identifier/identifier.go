@@ -87,6 +87,22 @@ func (g *Generator) Ascending(p Prefix) string { return format(p, uint64(g.next(
 // Descending mints an ID whose string order is the reverse of creation order.
 func (g *Generator) Descending(p Prefix) string { return format(p, ^uint64(g.next())) }
 
+// NewSession mints a session ID (descending: newer sessions sort first).
+func (g *Generator) NewSession() string { return g.Descending(Session) }
+
+// NewMessage mints a message ID.
+func (g *Generator) NewMessage() string { return g.Ascending(Message) }
+
+// NewPart mints a part ID.
+func (g *Generator) NewPart() string { return g.Ascending(Part) }
+
+// NewEvent mints an event ID.
+func (g *Generator) NewEvent() string { return g.Ascending(Event) }
+
+// Default is the process-wide generator, the one the package functions
+// use; a test that needs its own clock passes New(clock) instead.
+func Default() *Generator { return std }
+
 // Ascending mints an ascending ID from the process-wide generator.
 func Ascending(p Prefix) string { return std.Ascending(p) }
 

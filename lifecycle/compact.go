@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"strings"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
 )
@@ -17,9 +16,9 @@ const compactionQuestion = "What did we do so far?"
 
 // CompactInput is a summarize request (`/compact`): queued, so it runs as
 // its own turn once the session is idle, with the model that summarizes.
-func CompactInput(sessionID, messageID string, model *opencode.MessageModel, auto bool) *opencode.Input {
+func CompactInput(sessionID, messageID, partID string, model *opencode.MessageModel, auto bool) *opencode.Input {
 	return &opencode.Input{ID: messageID, SessionID: sessionID, Delivery: opencode.Queue, Compact: true, Model: model,
-		Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartCompaction, Auto: auto}}}
+		Parts: []opencode.Part{{ID: partID, Type: opencode.PartCompaction, Auto: auto}}}
 }
 
 // isCompaction reports whether a stored message is a compaction request.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/store"
 )
@@ -19,8 +18,8 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // liveEvent builds a bus-only event (not in the session's log).
-func liveEvent(sessionID, dir, typ string, props any) *opencode.Event {
-	return &opencode.Event{ID: identifier.NewEvent(), Type: typ, SessionID: sessionID, Directory: dir, Data: mustJSON(props)}
+func (m *Manager) liveEvent(sessionID, dir, typ string, props any) *opencode.Event {
+	return &opencode.Event{ID: m.ids.NewEvent(), Type: typ, SessionID: sessionID, Directory: dir, Data: mustJSON(props)}
 }
 
 // outbox collects the runner's pending work: the store rows and durable
@@ -52,7 +51,7 @@ func (t *outbox) then(f func(pos int64)) { t.after = append(t.after, f) }
 // durable appends a log event and returns the seq the store will give it:
 // the runner is the session's only writer, so it knows the next seq.
 func (t *outbox) durable(typ string, version int, data any) int64 {
-	e := &opencode.Event{ID: identifier.NewEvent(), Type: typ, SessionID: t.r.id, Directory: t.r.sess.Directory,
+	e := &opencode.Event{ID: t.r.m.ids.NewEvent(), Type: typ, SessionID: t.r.id, Directory: t.r.sess.Directory,
 		Version: version, Durable: true, Data: mustJSON(data)}
 	t.batch.Events = append(t.batch.Events, e)
 	t.events = append(t.events, e)
@@ -60,7 +59,7 @@ func (t *outbox) durable(typ string, version int, data any) int64 {
 }
 
 func (t *outbox) live(typ string, props any) {
-	t.events = append(t.events, liveEvent(t.r.id, t.r.sess.Directory, typ, props))
+	t.events = append(t.events, t.r.m.liveEvent(t.r.id, t.r.sess.Directory, typ, props))
 }
 
 func (t *outbox) message(m opencode.Message) {

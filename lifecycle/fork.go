@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/store"
 )
@@ -39,7 +38,7 @@ func (m *Manager) Fork(ctx context.Context, sessionID, messageID string) (openco
 		msgs = msgs[:i]
 	}
 	now := m.now()
-	id := identifier.NewSession()
+	id := m.ids.NewSession()
 	s := opencode.Session{ID: id, Slug: slug(id), ProjectID: src.ProjectID, Directory: src.Directory, Path: src.Path,
 		Title: forkTitle(src.Title), Version: opencode.Version, Time: opencode.SessionTime{Created: now, Updated: now}}
 	b := &store.Batch{Session: &s, CreateOnly: true}
@@ -47,23 +46,23 @@ func (m *Manager) Fork(ctx context.Context, sessionID, messageID string) (openco
 	var events []*opencode.Event
 	for _, mp := range msgs {
 		info := mp.Info
-		newID[info.ID] = identifier.NewMessage()
+		newID[info.ID] = m.ids.NewMessage()
 		info.ID, info.SessionID = newID[info.ID], id
 		if info.ParentID != "" {
 			info.ParentID = newID[info.ParentID]
 		}
 		b.Messages = append(b.Messages, info)
-		events = append(events, liveEvent(id, s.Directory, opencode.EvMessageUpdated, map[string]any{"sessionID": id, "info": info}))
+		events = append(events, m.liveEvent(id, s.Directory, opencode.EvMessageUpdated, map[string]any{"sessionID": id, "info": info}))
 		for _, p := range mp.Parts {
-			p.ID, p.SessionID, p.MessageID = identifier.NewPart(), id, info.ID
+			p.ID, p.SessionID, p.MessageID = m.ids.NewPart(), id, info.ID
 			b.Parts = append(b.Parts, p)
-			events = append(events, liveEvent(id, s.Directory, opencode.EvPartUpdated, map[string]any{"sessionID": id, "part": p, "time": now}))
+			events = append(events, m.liveEvent(id, s.Directory, opencode.EvPartUpdated, map[string]any{"sessionID": id, "part": p, "time": now}))
 		}
 	}
 	if err := m.store.Commit(ctx, id, b); err != nil {
 		return opencode.Session{}, mapStoreErr(err, id)
 	}
-	m.publish(liveEvent(id, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": id, "info": s}))
+	m.publish(m.liveEvent(id, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": id, "info": s}))
 	for _, e := range events {
 		m.publish(e)
 	}

@@ -10,6 +10,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"github.com/opencode-server/opencode-server/identifier"
 	"log/slog"
 	"sort"
 	"strings"
@@ -52,7 +53,10 @@ type Config struct {
 	// one from the store.
 	IdleTimeout time.Duration
 	// Clock is the time source (time.Now when nil).
-	Clock  func() time.Time
+	Clock func() time.Time
+	// IDs mints the IDs the core creates (assistant messages, parts,
+	// events, forked sessions): the process-wide generator when nil.
+	IDs    *identifier.Generator
 	Logger *slog.Logger
 }
 
@@ -73,6 +77,7 @@ type Manager struct {
 	busy    map[string]bool
 	asks    map[string]*pendingAsk
 	closed  bool
+	ids     *identifier.Generator
 
 	// relMu guards relTimer, the pending memory release (see releaseMemory).
 	relMu    sync.Mutex
@@ -93,13 +98,16 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.IDs == nil {
+		cfg.IDs = identifier.Default()
+	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 5 * time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		runners: map[string]*runner{}, busy: map[string]bool{}, asks: map[string]*pendingAsk{},
-		specs: toolSpecs(cfg.Tools)}
+		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 }
 
 // Resume starts the runners of sessions that have pending inputs or a turn
@@ -361,7 +369,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (s ope
 	} else if err != nil {
 		return opencode.Session{}, false, mapStoreErr(err, s.ID)
 	}
-	m.publish(liveEvent(s.ID, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": s.ID, "info": s}))
+	m.publish(m.liveEvent(s.ID, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": s.ID, "info": s}))
 	return s, true, nil
 }
 

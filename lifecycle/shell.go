@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
 )
@@ -16,9 +15,9 @@ const ShellNote = "The following tool was executed by the user"
 // ShellInput is the input of a command the user typed (`!cmd`): queued, so
 // it runs as its own turn (after a running one, where OpenCode refuses),
 // with a synthetic user message and a bash call instead of a model call.
-func ShellInput(sessionID, messageID, command, agent string, model *opencode.MessageModel) *opencode.Input {
+func ShellInput(sessionID, messageID, partID, command, agent string, model *opencode.MessageModel) *opencode.Input {
 	return &opencode.Input{ID: messageID, SessionID: sessionID, Delivery: opencode.Queue, Shell: command,
-		Agent: agent, Model: model, Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText,
+		Agent: agent, Model: model, Parts: []opencode.Part{{ID: partID, Type: opencode.PartText,
 			Text: ShellNote, Synthetic: true}}}
 }
 
@@ -29,14 +28,14 @@ func (r *runner) startShellStep(command string) {
 	tu := r.turn
 	r.steps++
 	st := &step{n: r.steps, shell: true, streamed: true}
-	st.msg = opencode.Message{ID: identifier.NewMessage(), SessionID: r.id, Role: opencode.Assistant,
+	st.msg = opencode.Message{ID: r.m.ids.NewMessage(), SessionID: r.id, Role: opencode.Assistant,
 		Time: opencode.MessageTime{Created: now}, ParentID: tu.parentID, ModelID: tu.model.ModelID,
 		ProviderID: tu.model.ProviderID, Mode: tu.agent, Agent: tu.agent,
 		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
 	tu.step = st
 	r.outbox().message(st.msg)
 	args, _ := json.Marshal(map[string]string{"command": command})
-	r.toolCall(st, &provider.ToolCall{ID: "call_" + identifier.NewPart()[4:], Name: "bash", Arguments: args})
+	r.toolCall(st, &provider.ToolCall{ID: "call_" + r.m.ids.NewPart()[4:], Name: "bash", Arguments: args})
 }
 
 // CommandExecuted announces that a slash command's turn ended, as OpenCode

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/tool"
@@ -75,7 +74,7 @@ func (r *runner) toolPending(st *step, tc *provider.ToolCall) *toolRun {
 	}
 	now := r.m.now()
 	raw := ""
-	p := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartTool,
+	p := opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartTool,
 		CallID: tc.ID, Tool: tc.Name, State: &opencode.ToolState{Status: "pending", Input: json.RawMessage("{}"), Raw: &raw}}
 	c := &toolRun{callID: tc.ID, name: tc.Name, messageID: st.msg.ID, part: len(st.parts)}
 	st.parts = append(st.parts, p)

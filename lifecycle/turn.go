@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
 )
@@ -219,7 +218,7 @@ func (r *runner) startStep() {
 	if tu.compact {
 		agent = compactionAgent
 	}
-	st.msg = opencode.Message{ID: identifier.NewMessage(), SessionID: r.id, Role: opencode.Assistant,
+	st.msg = opencode.Message{ID: r.m.ids.NewMessage(), SessionID: r.id, Role: opencode.Assistant,
 		Time: opencode.MessageTime{Created: now}, ParentID: tu.parentID, ModelID: tu.model.ModelID,
 		ProviderID: tu.model.ProviderID, Mode: agent, Agent: agent, IsSummary: tu.compact,
 		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
@@ -230,7 +229,7 @@ func (r *runner) startStep() {
 	if tu.startSnap == "" {
 		tu.startSnap = st.snapshot
 	}
-	start := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepStart,
+	start := opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepStart,
 		Snapshot: st.snapshot}
 	st.parts = append(st.parts, start)
 	tu.step = st
@@ -343,7 +342,7 @@ type streaming struct {
 func (r *runner) delta(st *step, slot **streaming, k streamKind, text string) {
 	now := r.m.now()
 	if *slot == nil {
-		s := &streaming{kind: k, part: opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID,
+		s := &streaming{kind: k, part: opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id, MessageID: st.msg.ID,
 			Type: k.partType, Time: &opencode.PartTime{Start: now}}}
 		*slot = s
 		t := r.outbox()
@@ -455,7 +454,7 @@ func (r *runner) endStep(err error) {
 	if end != "" {
 		tu.endSnap = end
 	}
-	fin := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepFinish,
+	fin := opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepFinish,
 		Reason: st.finish.Reason, Tokens: &tokens, Cost: cost, Snapshot: end}
 	t.part(fin, now)
 	st.parts = append(st.parts, fin)
@@ -466,7 +465,7 @@ func (r *runner) endStep(err error) {
 		for i, f := range changed {
 			abs[i] = filepath.Join(r.sess.Directory, f)
 		}
-		patch := opencode.Part{ID: identifier.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartPatch,
+		patch := opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartPatch,
 			Hash: st.snapshot, Files: abs}
 		t.part(patch, now)
 		st.parts = append(st.parts, patch)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/config"
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
@@ -113,13 +112,13 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 		}
 		model = &opencode.MessageModel{ProviderID: pid, ModelID: mid}
 	}
-	mid, err := messageIDOr(b.MessageID, "messageID")
+	mid, err := s.messageIDOr(b.MessageID, "messageID")
 	if err != nil {
 		return err
 	}
-	parts := []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: command.Expand(cmd.Template, *b.Arguments)}}
+	parts := []opencode.Part{{ID: s.ids.NewPart(), Type: opencode.PartText, Text: command.Expand(cmd.Template, *b.Arguments)}}
 	if len(b.Parts) > 0 {
-		extra, err := decodeParts(b.Parts)
+		extra, err := s.decodeParts(b.Parts)
 		if err != nil {
 			return err
 		}
@@ -250,11 +249,11 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
 	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {
 		return badRequest("Payload", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
 	}
-	mid, err := messageIDOr(b.MessageID, "messageID")
+	mid, err := s.messageIDOr(b.MessageID, "messageID")
 	if err != nil {
 		return err
 	}
-	in := lifecycle.ShellInput(id, mid, b.Command, b.Agent, b.Model)
+	in := lifecycle.ShellInput(id, mid, s.ids.NewPart(), b.Command, b.Agent, b.Model)
 	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
 		return err
 	}

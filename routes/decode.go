@@ -245,7 +245,7 @@ type subtaskPartIn struct {
 
 // decodeParts decodes the part union by `type`, validates each part and
 // gives each its prt_ ID: the client's (prefix-checked) or a new one.
-func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
+func (s *Server) decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 	if len(raw) == 0 {
 		return nil, badRequest("Payload", "parts", "parts must contain at least one part")
 	}
@@ -320,7 +320,7 @@ func decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 			}
 			p.ID = id
 		} else {
-			p.ID = identifier.NewPart()
+			p.ID = s.ids.NewPart()
 		}
 		out = append(out, p)
 	}
@@ -343,9 +343,9 @@ func clip(s string) string {
 
 // messageIDOr is the client's message ID (prefix-checked; field names it in
 // errors) or, when it sent none, a new one: minted here, once.
-func messageIDOr(id, field string) (string, error) {
+func (s *Server) messageIDOr(id, field string) (string, error) {
 	if id == "" {
-		return identifier.NewMessage(), nil
+		return s.ids.NewMessage(), nil
 	}
 	if err := checkID(identifier.Message, id, field); err != nil {
 		return "", err

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 
 	"testing"
@@ -67,12 +68,13 @@ func FuzzDecodePrompt(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	s := &Server{ids: identifier.Default()}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p promptBody
 		err := decodeJSON(b, &p, false)
 		if err == nil && p.Parts != nil {
 			var parts []any
-			ps, perr := decodeParts(p.Parts)
+			ps, perr := s.decodeParts(p.Parts)
 			err = perr
 			for _, x := range ps {
 				parts = append(parts, x)

@@ -78,7 +78,7 @@ func (s *Server) patchInbox(w http.ResponseWriter, r *http.Request) error {
 		if err := validate.Struct(b.Prompt); err != nil {
 			return validationError(err, "prompt.")
 		}
-		parts = decodeV2Prompt(b.Prompt)
+		parts = s.decodeV2Prompt(b.Prompt)
 	}
 	in, err := s.m.Replace(detach(r.Context()), id, mid, b.Delivery, parts)
 	if err != nil {

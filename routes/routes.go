@@ -19,13 +19,13 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/opencode-server/opencode-server/config"
-	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // Config wires the routes.
 type Config struct {
-	Manager *lifecycle.Manager
+	Manager Core
 	// Directory is the project directory reported by /path and used for new sessions.
 	Directory string
 	// Username and Password enable HTTP basic auth when Password is set.
@@ -47,12 +47,16 @@ type Config struct {
 	// MaxStreams caps concurrent SSE streams per client address (default 64).
 	MaxStreams int
 	Logger     *slog.Logger
+	// IDs mints the IDs the REST boundary gives (messages, parts,
+	// sessions, events): the process-wide generator when nil.
+	IDs *identifier.Generator
 }
 
 // Server holds the handlers' dependencies.
 type Server struct {
 	cfg      Config
-	m        *lifecycle.Manager
+	m        Core
+	ids      *identifier.Generator
 	log      *slog.Logger
 	streams  *streamLimiter
 	routes   routeTable
@@ -76,7 +80,10 @@ func New(cfg Config) http.Handler {
 	if cfg.MaxStreams == 0 {
 		cfg.MaxStreams = 64
 	}
-	s := &Server{cfg: cfg, m: cfg.Manager, log: cfg.Logger, streams: newStreamLimiter(cfg.MaxStreams)}
+	if cfg.IDs == nil {
+		cfg.IDs = identifier.Default()
+	}
+	s := &Server{cfg: cfg, m: cfg.Manager, ids: cfg.IDs, log: cfg.Logger, streams: newStreamLimiter(cfg.MaxStreams)}
 	r := chi.NewRouter()
 	r.Use(s.accessLog, s.recoverer, s.cors, s.auth)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

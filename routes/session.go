@@ -154,7 +154,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sess, _, err := s.m.CreateSession(detach(r.Context()), lifecycle.SessionOptions{
-		ID: identifier.NewSession(), ParentID: b.ParentID, Title: b.Title, Agent: b.Agent, Model: b.Model,
+		ID: s.ids.NewSession(), ParentID: b.ParentID, Title: b.Title, Agent: b.Agent, Model: b.Model,
 		Directory: s.directory(r), Permission: b.Permission, Metadata: b.Metadata})
 	if err != nil {
 		return err
@@ -438,11 +438,11 @@ func (s *Server) decodePrompt(r *http.Request, sessionID string) (*opencode.Inpu
 		// step boundary; on an idle session a steer simply starts the turn.
 		b.Delivery = opencode.Steer
 	}
-	id, err := messageIDOr(b.MessageID, "messageID")
+	id, err := s.messageIDOr(b.MessageID, "messageID")
 	if err != nil {
 		return nil, err
 	}
-	parts, err := decodeParts(b.Parts)
+	parts, err := s.decodeParts(b.Parts)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/opencode-server/opencode-server/eventbus"
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -148,15 +147,15 @@ func writeDurableRef(b *bytes.Buffer, e *opencode.Event) {
 
 // connectionFrame is a frame the stream itself originates (connected,
 // heartbeat); its event ID is the stream's own, not one lifecycle owns.
-func connectionFrame(kind opencode.FrameKind, typ string) []byte {
+func (s *Server) connectionFrame(kind opencode.FrameKind, typ string) []byte {
 	if kind == opencode.FrameNative {
 		// /api/event: {id, type, data}; heartbeats are SSE comments.
 		if typ == opencode.EvHeartbeat {
 			return []byte(": heartbeat\n\n")
 		}
-		return []byte(`data: {"id":"` + identifier.NewEvent() + `","type":"` + typ + `","data":{}}` + "\n\n: heartbeat\n\n")
+		return []byte(`data: {"id":"` + s.ids.NewEvent() + `","type":"` + typ + `","data":{}}` + "\n\n: heartbeat\n\n")
 	}
-	payload := `{"id":"` + identifier.NewEvent() + `","type":"` + typ + `","properties":{}}`
+	payload := `{"id":"` + s.ids.NewEvent() + `","type":"` + typ + `","properties":{}}`
 	if kind == opencode.FrameGlobal {
 		return []byte(`data: {"payload":` + payload + "}\n\n")
 	}
@@ -201,7 +200,7 @@ func (s *Server) eventStream(kind opencode.FrameKind) http.HandlerFunc {
 		sseHeaders(w)
 		w.WriteHeader(http.StatusOK)
 		sw := &streamWriter{w: w, rc: http.NewResponseController(w)}
-		if !sw.write(connectionFrame(kind, opencode.EvServerConnected)) || !sw.flush() {
+		if !sw.write(s.connectionFrame(kind, opencode.EvServerConnected)) || !sw.flush() {
 			return
 		}
 		s.pump(r, sw, sub, kind, encode, nil)
@@ -253,7 +252,7 @@ func (s *Server) pump(r *http.Request, sw *streamWriter, sub *eventbus.Subscript
 			if kind == opencode.FrameDurable {
 				continue // the v2 session stream has no heartbeats in the real server
 			}
-			if !sw.write(connectionFrame(kind, opencode.EvHeartbeat)) || !sw.flush() {
+			if !sw.write(s.connectionFrame(kind, opencode.EvHeartbeat)) || !sw.flush() {
 				return
 			}
 		case <-r.Context().Done():

@@ -93,7 +93,7 @@ func (s *Server) v2CreateSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	} else {
-		id = identifier.NewSession()
+		id = s.ids.NewSession()
 	}
 	if b.Model != nil && (b.Model.ID == "" || b.Model.ProviderID == "") {
 		return badRequest("Payload", "model", "model needs id and providerID")

@@ -167,7 +167,7 @@ func (s *Server) v2AllEvents(w http.ResponseWriter, r *http.Request) {
 	sseHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	sw := &streamWriter{w: w, rc: http.NewResponseController(w)}
-	if !sw.write(connectionFrame(opencode.FrameNative, opencode.EvServerConnected)) || !sw.flush() {
+	if !sw.write(s.connectionFrame(opencode.FrameNative, opencode.EvServerConnected)) || !sw.flush() {
 		return
 	}
 	s.pump(r, sw, sub, opencode.FrameNative, frameNative, nil)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -37,14 +36,14 @@ type v2PromptBody struct {
 // decodeV2Input turns a v2 prompt into user parts: one text part, then a
 // file part per file (mime from a data: URI, a trailing slash, or the
 // extension), then an agent part per agent.
-func decodeV2Prompt(p *promptInputV2) []opencode.Part {
-	parts := []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: *p.Text}}
+func (s *Server) decodeV2Prompt(p *promptInputV2) []opencode.Part {
+	parts := []opencode.Part{{ID: s.ids.NewPart(), Type: opencode.PartText, Text: *p.Text}}
 	for _, f := range p.Files {
-		parts = append(parts, opencode.Part{ID: identifier.NewPart(), Type: opencode.PartFile, URL: f.URI,
+		parts = append(parts, opencode.Part{ID: s.ids.NewPart(), Type: opencode.PartFile, URL: f.URI,
 			Mime: mimeOf(f.URI), Filename: f.Name, Source: []byte(f.Source)})
 	}
 	for _, a := range p.Agents {
-		parts = append(parts, opencode.Part{ID: identifier.NewPart(), Type: opencode.PartAgent, Name: a.Name, Source: []byte(a.Source)})
+		parts = append(parts, opencode.Part{ID: s.ids.NewPart(), Type: opencode.PartAgent, Name: a.Name, Source: []byte(a.Source)})
 	}
 	return parts
 }
@@ -85,11 +84,11 @@ func (s *Server) v2Prompt(w http.ResponseWriter, r *http.Request) error {
 	} else if !b.Delivery.Valid() {
 		return badRequest("Payload", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
 	}
-	mid, err := messageIDOr(b.ID, "id")
+	mid, err := s.messageIDOr(b.ID, "id")
 	if err != nil {
 		return err
 	}
-	in := &opencode.Input{ID: mid, SessionID: id, Delivery: b.Delivery, Parts: decodeV2Prompt(b.Prompt)}
+	in := &opencode.Input{ID: mid, SessionID: id, Delivery: b.Delivery, Parts: s.decodeV2Prompt(b.Prompt)}
 	out, _, err := s.m.Admit(detach(r.Context()), in)
 	if err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -25,7 +24,7 @@ func (s *Server) v2SwitchAgent(w http.ResponseWriter, r *http.Request) error {
 	if !knownAgent(b.Agent) {
 		return badRequest("Payload", "agent", "Agent not found: \""+b.Agent+"\"")
 	}
-	if err := s.m.SwitchAgent(detach(r.Context()), id, identifier.NewMessage(), b.Agent); err != nil {
+	if err := s.m.SwitchAgent(detach(r.Context()), id, s.ids.NewMessage(), b.Agent); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -50,7 +49,7 @@ func (s *Server) v2SwitchModel(w http.ResponseWriter, r *http.Request) error {
 	if !s.m.HasModel(b.Model.ProviderID, b.Model.ID) {
 		return badRequest("Payload", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ID)
 	}
-	if err := s.m.SwitchModel(detach(r.Context()), id, identifier.NewMessage(), *b.Model); err != nil {
+	if err := s.m.SwitchModel(detach(r.Context()), id, s.ids.NewMessage(), *b.Model); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -1,0 +1,54 @@
+package routes
+
+import (
+	"context"
+
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/snapshot"
+)
+
+// Core is what the routes ask of the lifecycle core: *lifecycle.Manager
+// in the server, a small fake in a route test that needs no whole stack
+// (as wtf's http.Server holds service interfaces).
+type Core interface {
+	// Sessions.
+	CreateSession(ctx context.Context, opts lifecycle.SessionOptions) (opencode.Session, bool, error)
+	GetSession(ctx context.Context, id string) (opencode.Session, error)
+	ListSessions(ctx context.Context) ([]opencode.Session, error)
+	UpdateSession(ctx context.Context, id string, p lifecycle.SessionPatch) (opencode.Session, error)
+	DeleteSession(ctx context.Context, id string) error
+	Fork(ctx context.Context, sessionID, messageID string) (opencode.Session, error)
+	Status() map[string]string
+
+	// Input: admission, the inbox, turns.
+	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)
+	Wait(ctx context.Context, sessionID, messageID string) (lifecycle.Result, error)
+	WaitIdle(ctx context.Context, sessionID string) error
+	Abort(ctx context.Context, sessionID string) error
+	Inbox(ctx context.Context, sessionID string) ([]*opencode.Input, error)
+	Revoke(ctx context.Context, sessionID, messageID string) (bool, error)
+	Replace(ctx context.Context, sessionID, messageID string, delivery *opencode.Delivery, parts []opencode.Part) (*opencode.Input, error)
+	CommandExecuted(ctx context.Context, sessionID, name, arguments, messageID string) error
+	SwitchAgent(ctx context.Context, sessionID, messageID, agent string) error
+	SwitchModel(ctx context.Context, sessionID, messageID string, model opencode.ModelRef) error
+	HasModel(providerID, modelID string) bool
+
+	// Messages and the log.
+	Messages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error)
+	MessagesPage(ctx context.Context, sessionID string, q lifecycle.PageQuery) ([]opencode.MessageWithParts, error)
+	Message(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error)
+	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
+	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
+	Flushed(ctx context.Context, sessionID string, pos int64)
+
+	// Permissions, revert and diffs.
+	Permissions() []lifecycle.PermissionRequest
+	ReplyPermission(ctx context.Context, requestID, reply string) error
+	Revert(ctx context.Context, sessionID, messageID, partID string) (opencode.Session, error)
+	Unrevert(ctx context.Context, sessionID string) (opencode.Session, error)
+	SessionDiff(ctx context.Context, sessionID, messageID string) ([]snapshot.FileDiff, error)
+}
+
+var _ Core = (*lifecycle.Manager)(nil)

@@ -1,0 +1,82 @@
+package routes_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/routes"
+)
+
+// failingCore answers every session read with err; nothing else is used.
+type failingCore struct {
+	routes.Core
+	err error
+}
+
+func (c failingCore) GetSession(context.Context, string) (opencode.Session, error) {
+	return opencode.Session{}, c.err
+}
+
+// TestErrorShapes: every core error code reaches the client through the
+// one table, in the v1 shape {name, data} and the v2 shape {_tag, ...},
+// with its status; a cause stays in the log.
+func TestErrorShapes(t *testing.T) {
+	cause := errors.New("secret disk detail")
+	for _, c := range []struct {
+		err        error
+		status     int
+		v1Name     string
+		v2Tag      string
+		v2Details  map[string]any
+		hideDetail bool
+	}{
+		{opencode.SessionNotFound("ses_x"), 404, "NotFoundError", "SessionNotFoundError", map[string]any{"sessionID": "ses_x"}, false},
+		{opencode.MessageNotFound("ses_x", "msg_y"), 404, "NotFoundError", "MessageNotFoundError", map[string]any{"sessionID": "ses_x", "messageID": "msg_y"}, false},
+		{&opencode.Error{Code: opencode.EInvalid, Message: "bad", Field: "parts", Kind: "Payload"}, 400, "BadRequest", "InvalidRequestError", map[string]any{"field": "parts", "kind": "Payload"}, false},
+		{&opencode.Error{Code: opencode.EConflict, Message: "taken", MessageID: "msg_y"}, 409, "ConflictError", "ConflictError", map[string]any{"resource": "msg_y"}, false},
+		{&opencode.Error{Code: opencode.ERevoked, Message: "revoked", MessageID: "msg_y"}, 409, "MessageRevokedError", "ConflictError", map[string]any{"resource": "msg_y"}, false},
+		{&opencode.Error{Code: opencode.EUnavailable, Message: "retry", Cause: cause}, 503, "ServiceUnavailableError", "ServiceUnavailableError", nil, true},
+		{&opencode.Error{Code: opencode.ETooLarge, Message: "big"}, 413, "PayloadTooLargeError", "PayloadTooLargeError", nil, false},
+		{&opencode.Error{Code: opencode.ETooMany, Message: "many"}, 429, "TooManyRequestsError", "TooManyRequestsError", nil, false},
+		{&opencode.Error{Code: opencode.EForbidden, Message: "no"}, 403, "ForbiddenError", "ForbiddenError", nil, false},
+		{cause, 500, "UnknownError", "UnknownError", nil, true},
+	} {
+		h := routes.New(routes.Config{Manager: failingCore{err: c.err}, Directory: t.TempDir()})
+		for _, path := range []string{"/session/ses_x", "/api/session/ses_x"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			b, _ := io.ReadAll(rec.Body)
+			if rec.Code != c.status {
+				t.Errorf("%v on %s: status %d, want %d", c.err, path, rec.Code, c.status)
+			}
+			var body map[string]any
+			if err := json.Unmarshal(b, &body); err != nil {
+				t.Fatalf("%s: %s", path, b)
+			}
+			if c.hideDetail && strings.Contains(string(b), "secret disk detail") {
+				t.Errorf("%s: the cause reached the client: %s", path, b)
+			}
+			if path == "/session/ses_x" {
+				if body["name"] != c.v1Name {
+					t.Errorf("%v v1: name %v, want %s (%s)", c.err, body["name"], c.v1Name, b)
+				}
+				continue
+			}
+			if body["_tag"] != c.v2Tag {
+				t.Errorf("%v v2: _tag %v, want %s (%s)", c.err, body["_tag"], c.v2Tag, b)
+			}
+			for k, v := range c.v2Details {
+				if body[k] != v {
+					t.Errorf("%v v2: %s = %v, want %v", c.err, k, body[k], v)
+				}
+			}
+		}
+	}
+}
