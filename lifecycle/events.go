@@ -102,6 +102,7 @@ func (t *outbox) flush() (int64, error) {
 		return 0, r.failure
 	}
 	if !t.batch.Empty() {
+		t.batch.NoSync = t.streaming()
 		if err := r.m.store.Commit(context.Background(), r.id, &t.batch); err != nil {
 			r.failure = err
 			return 0, err
@@ -127,6 +128,19 @@ func (t *outbox) flush() (int64, error) {
 		f(pos)
 	}
 	return pos, nil
+}
+
+// streaming reports whether the pending work is only the progress of a
+// running turn (its messages, parts and log events): such a commit may
+// skip the fsync (store.Batch.NoSync). It is written before anything of it
+// is published, so it survives the process; a power loss may take the
+// last moments of a running turn, which is continued after the restart
+// anyway. What a client must be able to rely on across a power loss is
+// synced: admissions, inbox changes, session rows and the end of a turn.
+func (t *outbox) streaming() bool {
+	b := &t.batch
+	return t.r.turn != nil && len(b.Admit) == 0 && len(b.Inputs) == 0 && b.Open == nil && b.Session == nil &&
+		len(b.DeleteMessages) == 0 && len(b.DeleteParts) == 0
 }
 
 // flushPending commits whatever the runner has pending (a failure is

@@ -20,24 +20,12 @@ func equalInput(prev, in *opencode.Input) bool {
 // admit stores a new input durably, or returns the earlier admission of the
 // same ID and content.
 func (r *runner) admit(in *opencode.Input) (*opencode.Input, bool, error) {
-	ctx := context.Background()
-	if prev, err := r.m.store.GetInput(ctx, in.ID); err == nil {
-		if prev.State == opencode.InputTombstone && prev.SessionID == r.id {
-			return nil, false, revokedError(r.id, in.ID, "before it was admitted")
+	// An ID minted for this request is new: no earlier admission, message
+	// or tombstone can hold it (the commit checks anyway), so no reads.
+	if !in.Minted {
+		if prev, existed, err := r.earlier(in); err != nil || existed {
+			return prev, existed, err
 		}
-		if equalInput(prev, in) {
-			return prev, true, nil
-		}
-		return nil, false, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: in.ID,
-			Message: "Message " + in.ID + " was already admitted with different content, delivery or session"}
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, false, err
-	}
-	if ok, err := r.m.store.MessageExists(ctx, in.ID); err != nil {
-		return nil, false, err
-	} else if ok {
-		return nil, false, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: in.ID,
-			Message: "Message ID " + in.ID + " is already used by a message"}
 	}
 	now := r.m.now()
 	in.SessionID = r.id
@@ -76,6 +64,31 @@ func (r *runner) admit(in *opencode.Input) (*opencode.Input, bool, error) {
 	t.batch.Admit = []*opencode.Input{in}
 	r.pending = append(r.pending, in)
 	return in, false, nil
+}
+
+// earlier looks for what already holds in's ID: the same admission
+// (existed), another one, a tombstone or a message (errors).
+func (r *runner) earlier(in *opencode.Input) (*opencode.Input, bool, error) {
+	ctx := context.Background()
+	if prev, err := r.m.store.GetInput(ctx, in.ID); err == nil {
+		if prev.State == opencode.InputTombstone && prev.SessionID == r.id {
+			return nil, false, revokedError(r.id, in.ID, "before it was admitted")
+		}
+		if equalInput(prev, in) {
+			return prev, true, nil
+		}
+		return nil, false, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: in.ID,
+			Message: "Message " + in.ID + " was already admitted with different content, delivery or session"}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, false, err
+	}
+	if ok, err := r.m.store.MessageExists(ctx, in.ID); err != nil {
+		return nil, false, err
+	} else if ok {
+		return nil, false, &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: in.ID,
+			Message: "Message ID " + in.ID + " is already used by a message"}
+	}
+	return nil, false, nil
 }
 
 // userMessage is the user message an input becomes.

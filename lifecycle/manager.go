@@ -223,16 +223,21 @@ func (m *Manager) runner(ctx context.Context, id string) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
+	return m.adopt(st)
+}
+
+// adopt starts the runner of a loaded session, unless one runs already.
+func (m *Manager) adopt(st *state) (*runner, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return nil, ErrClosed
 	}
-	if r := m.runners[id]; r != nil {
+	if r := m.runners[st.sess.ID]; r != nil {
 		return r, nil
 	}
-	r = newRunner(m, st)
-	m.runners[id] = r
+	r := newRunner(m, st)
+	m.runners[st.sess.ID] = r
 	m.wg.Add(1)
 	go r.loop()
 	return r, nil
@@ -333,7 +338,10 @@ func mapStoreErr(err error, sessionID string) error {
 // SessionOptions are the fields of a new session.
 type SessionOptions struct {
 	// ID is the session ID, minted by the caller (routes) or chosen by the client.
-	ID         string
+	ID string
+	// Minted: the caller minted ID just now, so no session can have it
+	// (the create skips that read; the commit still checks).
+	Minted     bool
 	ParentID   string
 	Title      string
 	Agent      string
@@ -346,8 +354,10 @@ type SessionOptions struct {
 // CreateSession stores a new session and publishes session.created. If a
 // session with opts.ID exists it is returned unchanged with created=false.
 func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (s opencode.Session, created bool, err error) {
-	if existing, err := m.store.GetSession(ctx, opts.ID); err == nil {
-		return existing, false, nil
+	if !opts.Minted {
+		if existing, err := m.store.GetSession(ctx, opts.ID); err == nil {
+			return existing, false, nil
+		}
 	}
 	now := m.now()
 	dir := opts.Directory
@@ -370,6 +380,9 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (s ope
 		return opencode.Session{}, false, mapStoreErr(err, s.ID)
 	}
 	m.publish(m.liveEvent(s.ID, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": s.ID, "info": s}))
+	// Its runner needs nothing from the store: a new session has no
+	// history, no inbox and no log yet. Its first prompt reads nothing.
+	m.adopt(&state{sess: s})
 	return s, true, nil
 }
 

@@ -39,11 +39,11 @@ func (m *Manager) load(ctx context.Context, id string) (*state, error) {
 	}
 	st := &state{sess: sess, pending: pending, lastSeq: last}
 	if len(pending) == 0 {
-		open, err := m.store.OpenSessions(ctx)
+		open, err := m.store.SessionOpen(ctx, id)
 		if err != nil {
-			return nil, err
+			return nil, mapStoreErr(err, id)
 		}
-		st.lazy = !slices.Contains(open, id)
+		st.lazy = !open
 	}
 	if !st.lazy {
 		// Recovery needs the history now: a turn may have been cut off.

@@ -29,6 +29,8 @@ type runner struct {
 	id     string
 	cmds   chan command
 	stream chan streamMsg
+	// cut ends a burst of model chunks early (see delta).
+	cut bool
 	// pend is the work not yet committed (see outbox).
 	pend *outbox
 	// lazy: the history is not read yet (see state.lazy).
@@ -157,6 +159,9 @@ func (r *runner) loop() {
 			r.onStream(msg)
 		burst:
 			for range streamBurst {
+				if r.cut {
+					break burst
+				}
 				select {
 				case msg = <-r.stream:
 					r.onStream(msg)
@@ -168,6 +173,7 @@ func (r *runner) loop() {
 			r.shutdown(ErrClosed)
 			return
 		}
+		r.cut = false
 		r.flushPending()
 		if r.failure != nil {
 			r.fail() // the command's caller learns it from r.done and r.exit

@@ -349,6 +349,11 @@ func (r *runner) delta(st *step, slot **streaming, k streamKind, text string) {
 		t.durable(k.started, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, k.idKey: s.part.ID})
 		t.part(s.part, now)
+		// Commit the new part now, ahead of the rest of the burst: its
+		// first delta then goes out after a small unsynced commit, not
+		// after the end of the turn (which may be in the same burst and
+		// is synced).
+		r.cut = true
 	}
 	s := *slot
 	s.buf.WriteString(text)

@@ -57,6 +57,10 @@ type Input struct {
 	Answer string `json:"answer,omitempty"`
 	// Order is the store's admission order (internal).
 	Order int64 `json:"-"`
+	// Minted: the server minted the ID at the REST boundary this request,
+	// so no earlier admission, message or tombstone can hold it and the
+	// admission skips those reads (the commit still checks).
+	Minted bool `json:"-"`
 }
 
 // Prompt is the v2 prompt shape.

@@ -112,7 +112,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 		}
 		model = &opencode.MessageModel{ProviderID: pid, ModelID: mid}
 	}
-	mid, err := s.messageIDOr(b.MessageID, "messageID")
+	mid, minted, err := s.messageIDOr(b.MessageID, "messageID")
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 		}
 		parts = append(parts, extra...)
 	}
-	in := &opencode.Input{ID: mid, SessionID: id, Delivery: opencode.Steer, Parts: parts, Agent: agent, Model: model}
+	in := &opencode.Input{ID: mid, Minted: minted, SessionID: id, Delivery: opencode.Steer, Parts: parts, Agent: agent, Model: model}
 	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
 		return err
 	}
@@ -249,11 +249,12 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
 	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {
 		return badRequest("Payload", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
 	}
-	mid, err := s.messageIDOr(b.MessageID, "messageID")
+	mid, minted, err := s.messageIDOr(b.MessageID, "messageID")
 	if err != nil {
 		return err
 	}
 	in := lifecycle.ShellInput(id, mid, s.ids.NewPart(), b.Command, b.Agent, b.Model)
+	in.Minted = minted
 	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
 		return err
 	}

@@ -154,7 +154,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sess, _, err := s.m.CreateSession(detach(r.Context()), lifecycle.SessionOptions{
-		ID: s.ids.NewSession(), ParentID: b.ParentID, Title: b.Title, Agent: b.Agent, Model: b.Model,
+		ID: s.ids.NewSession(), Minted: true, ParentID: b.ParentID, Title: b.Title, Agent: b.Agent, Model: b.Model,
 		Directory: s.directory(r), Permission: b.Permission, Metadata: b.Metadata})
 	if err != nil {
 		return err
@@ -438,7 +438,7 @@ func (s *Server) decodePrompt(r *http.Request, sessionID string) (*opencode.Inpu
 		// step boundary; on an idle session a steer simply starts the turn.
 		b.Delivery = opencode.Steer
 	}
-	id, err := s.messageIDOr(b.MessageID, "messageID")
+	id, minted, err := s.messageIDOr(b.MessageID, "messageID")
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +446,7 @@ func (s *Server) decodePrompt(r *http.Request, sessionID string) (*opencode.Inpu
 	if err != nil {
 		return nil, err
 	}
-	return &opencode.Input{ID: id, SessionID: sessionID, Delivery: b.Delivery, Parts: parts,
+	return &opencode.Input{ID: id, Minted: minted, SessionID: sessionID, Delivery: b.Delivery, Parts: parts,
 		Agent: b.Agent, Model: b.Model, System: b.System, Tools: b.Tools, NoReply: b.NoReply}, nil
 }
 

@@ -87,13 +87,13 @@ func (s *Server) v2CreateSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &b, true); err != nil {
 		return err
 	}
-	id := b.ID
+	id, minted := b.ID, false
 	if id != "" {
 		if err := checkID(identifier.Session, id, "id"); err != nil {
 			return err
 		}
 	} else {
-		id = s.ids.NewSession()
+		id, minted = s.ids.NewSession(), true
 	}
 	if b.Model != nil && (b.Model.ID == "" || b.Model.ProviderID == "") {
 		return badRequest("Payload", "model", "model needs id and providerID")
@@ -105,7 +105,7 @@ func (s *Server) v2CreateSession(w http.ResponseWriter, r *http.Request) error {
 		}
 		dir = filepath.Clean(b.Location.Directory)
 	}
-	sess, _, err := s.m.CreateSession(detach(r.Context()), lifecycle.SessionOptions{ID: id, Agent: b.Agent, Model: b.Model, Directory: dir})
+	sess, _, err := s.m.CreateSession(detach(r.Context()), lifecycle.SessionOptions{ID: id, Minted: minted, Agent: b.Agent, Model: b.Model, Directory: dir})
 	if err != nil {
 		return err
 	}

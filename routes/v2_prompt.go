@@ -84,11 +84,11 @@ func (s *Server) v2Prompt(w http.ResponseWriter, r *http.Request) error {
 	} else if !b.Delivery.Valid() {
 		return badRequest("Payload", "delivery", "Expected \"steer\" or \"queue\" at [\"delivery\"]")
 	}
-	mid, err := s.messageIDOr(b.ID, "id")
+	mid, minted, err := s.messageIDOr(b.ID, "id")
 	if err != nil {
 		return err
 	}
-	in := &opencode.Input{ID: mid, SessionID: id, Delivery: b.Delivery, Parts: s.decodeV2Prompt(b.Prompt)}
+	in := &opencode.Input{ID: mid, Minted: minted, SessionID: id, Delivery: b.Delivery, Parts: s.decodeV2Prompt(b.Prompt)}
 	out, _, err := s.m.Admit(detach(r.Context()), in)
 	if err != nil {
 		return err

@@ -92,6 +92,13 @@ type Batch struct {
 	// Events are appended to the session's log in order; Commit sets each
 	// one's Seq (last seq + 1, + 2, ...).
 	Events []*opencode.Event
+	// NoSync lets the commit skip the fsync: it is written (it survives
+	// the process, and reads see it) but a power loss may take it, with
+	// the unsynced commits before the next synced one. The lifecycle sets
+	// it on the commits of a running turn that touch no input, no session
+	// row and no open flag (streamed parts, step starts); admissions, inbox
+	// changes and the end of a turn are synced.
+	NoSync bool
 }
 
 // MaxTombstones bounds the tombstones (inputs in state
@@ -130,6 +137,9 @@ type Store interface {
 	Commit(ctx context.Context, sessionID string, b *Batch) error
 
 	GetSession(ctx context.Context, id string) (opencode.Session, error)
+	// SessionOpen reports whether one session is flagged open (Batch.Open)
+	// or has pending inputs: whether a restart must resume it.
+	SessionOpen(ctx context.Context, id string) (bool, error)
 	// OpenSessions lists, oldest created first, the sessions flagged open
 	// (Batch.Open) or with pending inputs: what a restart must resume.
 	OpenSessions(ctx context.Context) ([]string, error)

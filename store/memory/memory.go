@@ -284,6 +284,25 @@ func (m *Store) OpenSessions(context.Context) ([]string, error) {
 	return out, nil
 }
 
+// SessionOpen implements store.Store.
+func (m *Store) SessionOpen(_ context.Context, id string) (bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := m.sessions[id]
+	if s == nil {
+		return false, store.ErrNotFound
+	}
+	if s.open {
+		return true, nil
+	}
+	for _, in := range s.inputs {
+		if in.State == opencode.InputPending {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // GetSession implements store.Store.
 func (m *Store) GetSession(_ context.Context, id string) (opencode.Session, error) {
 	m.mu.RLock()

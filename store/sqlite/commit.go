@@ -159,6 +159,22 @@ func (s *Store) commitGroup(group []*job) {
 			j.done <- err
 		}
 	}
+	// One fsync per group, unless every batch of it may skip it.
+	sync := false
+	for _, j := range group {
+		sync = sync || !j.b.NoSync
+	}
+	if sync != s.synced {
+		mode := "NORMAL" // in WAL mode: written, not fsynced until a FULL commit or checkpoint
+		if sync {
+			mode = "FULL"
+		}
+		if _, err := s.w.ExecContext(ctx, "PRAGMA synchronous = "+mode); err != nil {
+			fail(fmt.Errorf("sqlite: synchronous: %w", err))
+			return
+		}
+		s.synced = sync
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		fail(fmt.Errorf("sqlite: begin: %w", err))
@@ -172,7 +188,20 @@ func (s *Store) commitGroup(group []*job) {
 	}
 	results := make([]result, len(group))
 	ord := s.ord
+	if len(group) == 1 {
+		// One batch: the transaction is its all-or-nothing, no savepoint.
+		j := group[0]
+		lastSeq, admitOrd, err := s.apply(ctx, tx, j.sessionID, j.b, j.enc, &ord)
+		if err != nil {
+			fail(err)
+			return
+		}
+		results[0] = result{lastSeq, admitOrd, nil}
+	}
 	for i, j := range group {
+		if len(group) == 1 {
+			break
+		}
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT batch"); err != nil {
 			fail(fmt.Errorf("sqlite: savepoint: %w", err))
 			return

@@ -55,6 +55,21 @@ func (s *Store) OpenSessions(ctx context.Context) ([]string, error) {
 	return out, rows.Err()
 }
 
+// SessionOpen implements store.Store: one row and the session's inputs
+// index, whatever the size of the store.
+func (s *Store) SessionOpen(ctx context.Context, id string) (bool, error) {
+	var open bool
+	err := s.r.QueryRowContext(ctx, `SELECT open = 1 OR EXISTS(SELECT 1 FROM inputs WHERE session_id = ?1 AND state = 'pending')
+		FROM sessions WHERE id = ?1`, id).Scan(&open)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, store.ErrNotFound
+	}
+	if err != nil {
+		return false, fmt.Errorf("sqlite: session open: %w", err)
+	}
+	return open, nil
+}
+
 // ListSessions implements store.Store.
 func (s *Store) ListSessions(ctx context.Context) ([]opencode.Session, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT json FROM sessions ORDER BY ord`)

@@ -27,6 +27,9 @@ type Store struct {
 	mu  sync.Mutex // serialises writers and guards ord
 	ord int64      // last creation position handed out
 	ws  map[string]*sql.Stmt
+	// synced is the writer's synchronous mode: FULL (true, from the DSN)
+	// or NORMAL for a group of NoSync batches (see commitGroup).
+	synced bool
 
 	jobs          chan *job
 	closing       chan struct{}
@@ -74,7 +77,7 @@ func Open(ctx context.Context, path string) (_ *Store, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{ws: map[string]*sql.Stmt{}, jobs: make(chan *job, maxGroup),
+	s := &Store{ws: map[string]*sql.Stmt{}, jobs: make(chan *job, maxGroup), synced: true,
 		closing: make(chan struct{}), committerDone: make(chan struct{}), lock: lock}
 	defer func() {
 		if err != nil {

@@ -124,3 +124,33 @@ func BenchmarkCommitConcurrentSessions(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// TestNoSyncGroups: a commit whose batches all may skip the fsync runs
+// with synchronous=NORMAL (written to the WAL, not fsynced); the next
+// commit that must be durable runs with FULL again.
+func TestNoSyncGroups(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "s.db"))
+	defer s.Close()
+	ctx := t.Context()
+	sync := func() string { return s.Pragmas(ctx)["synchronous"] }
+	if err := s.Commit(ctx, "ses_n", &store.Batch{Session: storetest.NewSession("ses_n")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sync(); got != "2" {
+		t.Fatalf("after a synced commit: synchronous=%s, want 2 (FULL)", got)
+	}
+	msg := storetest.AssistantMessage("ses_n", "msg_n", "")
+	if err := s.Commit(ctx, "ses_n", &store.Batch{NoSync: true, Messages: []opencode.Message{msg}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sync(); got != "1" {
+		t.Fatalf("after a NoSync commit: synchronous=%s, want 1 (NORMAL)", got)
+	}
+	yes := true
+	if err := s.Commit(ctx, "ses_n", &store.Batch{Open: &yes}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sync(); got != "2" {
+		t.Fatalf("a synced commit after a NoSync one: synchronous=%s, want 2 (FULL)", got)
+	}
+}

@@ -461,9 +461,25 @@ func testOpenSessions(t *testing.T, s store.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return slices.DeleteFunc(ids, func(id string) bool { return !strings.HasPrefix(id, "ses_o") })
+		ids = slices.DeleteFunc(ids, func(id string) bool { return !strings.HasPrefix(id, "ses_o") })
+		// SessionOpen says the same of each session.
+		for _, id := range []string{"ses_o1", "ses_o2", "ses_o3", "ses_o4"} {
+			one, err := s.SessionOpen(ctx, id)
+			if err != nil || one != slices.Contains(ids, id) {
+				t.Fatalf("SessionOpen(%s) = %v, %v; OpenSessions lists %v", id, one, err, ids)
+			}
+		}
+		return ids
 	}
 	eqStrings(t, "open", open(), []string{"ses_o2", "ses_o3"})
+	if _, err := s.SessionOpen(ctx, "ses_missing"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SessionOpen(missing) = %v, want ErrNotFound", err)
+	}
+	// A batch that may skip the fsync is committed and read like any other.
+	commit(t, s, "ses_o1", &store.Batch{NoSync: true, Messages: []opencode.Message{AssistantMessage("ses_o1", "msg_o1", "")}})
+	if _, err := s.GetMessage(ctx, "ses_o1", "msg_o1"); err != nil {
+		t.Errorf("a NoSync batch is not readable: %v", err)
+	}
 	commit(t, s, "ses_o2", &store.Batch{Open: &no})
 	in := NewInput("ses_o3", "msg_o3")
 	in.State = opencode.InputDelivered
