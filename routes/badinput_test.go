@@ -507,17 +507,19 @@ func TestBadInputDocumented(t *testing.T) {
 		status                       int
 		admitted                     bool
 	}{
-		// encoding/json keeps the last of duplicate keys.
+		// A key twice in one object is refused (JSON.parse, and so
+		// OpenCode, keeps the last; we differ on purpose: TestStrictKeys).
 		{"duplicate parts, last non-empty", "POST", "/session/{ses}/prompt_async", "application/json",
-			`{"parts":[],"parts":[{"type":"text","text":"x"}]}`, nil, 204, true},
+			`{"parts":[],"parts":[{"type":"text","text":"x"}]}`, nil, 400, false},
 		{"duplicate parts, last empty", "POST", "/session/{ses}/prompt_async", "application/json",
 			`{"parts":[{"type":"text","text":"x"}],"parts":[]}`, nil, 400, false},
 		{"duplicate v2 text", "POST", "/api/session/{ses}/prompt", "application/json",
-			`{"prompt":{"text":1,"text":"x"}}`, nil, 400, false},
-		// encoding/json matches keys case-insensitively, so differently
-		// cased keys are not "unknown" (OpenCode's schemas are case-sensitive).
-		{"case-insensitive keys", "POST", "/session/{ses}/prompt_async", "application/json",
-			`{"PARTS":[{"TYPE":"text","Text":"x"}]}`, nil, 204, true},
+			`{"prompt":{"text":"y","text":"x"}}`, nil, 400, false},
+		// Keys match case-sensitively, as OpenCode's schemas do: a
+		// differently cased key is an unknown key, ignored, so the real one
+		// is missing (TestStrictKeys).
+		{"case-sensitive keys", "POST", "/session/{ses}/prompt_async", "application/json",
+			`{"PARTS":[{"TYPE":"text","Text":"x"}]}`, nil, 400, false},
 		// Content-Type is not checked: curl -d without -H works.
 		{"no content type, no origin", "POST", "/session/{ses}/prompt_async", "", textPrompt(""), nil, 204, true},
 		{"loopback origin, text/plain", "POST", "/session/{ses}/prompt_async", "text/plain", textPrompt(""),

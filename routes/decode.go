@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/go-playground/validator/v10"
 
 	"github.com/opencode-server/opencode-server/identifier"
@@ -43,10 +45,10 @@ func newValidator() *validator.Validate {
 }
 
 // decodeBody decodes a JSON body into v: every known field strictly typed
-// and validated, unknown fields ignored as OpenCode's schemas ignore excess
-// keys (a newer client must not be refused), trailing data rejected, size
-// and depth capped. An empty body decodes as {} when
-// emptyOK.
+// and validated, keys matched case-sensitively and unknown keys ignored as
+// OpenCode's schemas do (a newer client must not be refused), duplicate
+// keys, trailing data and invalid UTF-8 rejected, size and depth capped.
+// An empty body decodes as {} when emptyOK.
 func decodeBody(r *http.Request, v any, emptyOK bool) error {
 	// Sized from Content-Length when the client sent one: a prompt of N
 	// bytes is read into one buffer of N bytes, not a doubling series.
@@ -63,6 +65,26 @@ func decodeBody(r *http.Request, v any, emptyOK bool) error {
 	return decodeJSON(body, v, emptyOK)
 }
 
+// Request bodies are decoded with github.com/go-json-experiment/json (the
+// proposed encoding/json/v2), not encoding/json, for three reasons:
+//
+//   - Names match exactly, as in OpenCode's Effect Schema validators:
+//     {"PARTS":[...]} is an unknown key (ignored), so parts is missing;
+//     encoding/json would fill Parts from it.
+//   - A key twice in one object is an error (jsontext.ErrDuplicateName),
+//     anywhere in the body, raw sub-values (parts, metadata) included;
+//     encoding/json keeps the last. JSON.parse keeps the last too: here we
+//     deliberately differ, since two values for one key is ambiguous.
+//   - Errors are values to inspect (*jsontext.SyntacticError,
+//     *jsonv2.SemanticError, each with a JSON Pointer), so jsonErrorAt maps
+//     them by type, never by message text, which changes between versions.
+//
+// Unknown keys are still ignored (v2's default). json.RawMessage fields keep
+// working: v2 calls their UnmarshalJSON method, as encoding/json does, null
+// included. Escaped lone surrogates ("\ud800") decode to U+FFFD as with
+// encoding/json (AllowInvalidUTF8; raw invalid UTF-8 is refused before).
+var decodeOpts = jsonv2.JoinOptions(jsontext.AllowInvalidUTF8(true))
+
 func decodeJSON(body []byte, v any, emptyOK bool) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		if emptyOK {
@@ -77,47 +99,89 @@ func decodeJSON(body []byte, v any, emptyOK bool) error {
 	if err := checkDepth(body); err != nil {
 		return err
 	}
-	// Unmarshal decodes in place (a Decoder would copy the body into its
-	// own buffer first); only a failure takes the Decoder's path, which
-	// tells a bad value from data after a good one.
-	if json.Unmarshal(body, v) == nil {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
+	// A jsontext.Decoder over a bytes.Buffer parses the buffer in place:
+	// no copy of the body. One pass decodes, then looks for trailing data.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(body), decodeOpts)
+	if err := jsonv2.UnmarshalDecode(dec, v); err != nil {
 		return jsonErrorAt(err, "")
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.ReadToken(); err != io.EOF {
 		return badRequest("Payload", "", "unexpected data after the JSON value")
 	}
 	return nil
 }
 
-func jsonError(err error) error { return jsonErrorAt(err, "") }
+// unmarshal decodes one complete JSON value (a raw sub-value of a body)
+// with the body's rules.
+func unmarshal(b []byte, v any) error {
+	return jsonv2.Unmarshal(b, v, decodeOpts)
+}
 
-// jsonErrorAt maps a decoding error to a 400 naming the JSON path; where
-// prefixes it for values decoded on their own (a part of parts).
+// jsonErrorAt maps a decoding error to a 400 naming the JSON path, by the
+// error's type; where prefixes the path for values decoded on their own
+// (a part of parts).
 func jsonErrorAt(err error, where string) error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
+	var oe *opencode.Error
+	var se *jsontext.SyntacticError
+	var te *jsonv2.SemanticError
 	switch {
-	case errors.As(err, &se):
-		return badRequest("Payload", "", fmt.Sprintf("malformed JSON at offset %d: %v", se.Offset, se))
-	case errors.As(err, &te):
-		field := where + te.Field
-		at := fmt.Sprintf("at [%q]", field)
-		if field == "" {
-			field, at = "", "for the request body"
-		}
-		return badRequest("Payload", field, fmt.Sprintf("Expected %s %s, got %s", jsonKind(te.Type), at, te.Value))
+	case errors.As(err, &oe):
+		return oe
+	case errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName):
+		field := where + dotted(se.JSONPointer)
+		return badRequest("Payload", field, fmt.Sprintf("Duplicate key at [%q]", field))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("Payload", "", "malformed JSON: unexpected end of input")
+	case errors.As(err, &se):
+		return badRequest("Payload", "", fmt.Sprintf("malformed JSON at offset %d: %v", se.ByteOffset, se.Err))
+	case errors.As(err, &te):
+		field := where + dotted(te.JSONPointer)
+		at := fmt.Sprintf("at [%q]", field)
+		if field == "" {
+			at = "for the request body"
+		}
+		if te.JSONKind == 0 || te.GoType == nil {
+			return badRequest("Payload", field, "Invalid value "+at)
+		}
+		return badRequest("Payload", field, fmt.Sprintf("Expected %s %s, got %s", jsonKind(te.GoType), at, kindName(te.JSONKind, te.JSONValue)))
 	}
-	var oe *opencode.Error
-	if errors.As(err, &oe) {
-		return oe
+	return badRequest("Payload", "", "malformed JSON")
+}
+
+// dotted writes a JSON Pointer the way error paths are written here:
+// /parts/0/text is parts.0.text.
+func dotted(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
 	}
-	return badRequest("Payload", "", "malformed JSON: "+err.Error())
+	return b.String()
+}
+
+// kindName names the kind of JSON value a client sent, as encoding/json's
+// errors did ("number 1.5" where the number itself was the problem).
+func kindName(k jsontext.Kind, v jsontext.Value) string {
+	switch k {
+	case '"':
+		return "string"
+	case '0':
+		if len(v) > 0 && len(v) <= 40 {
+			return "number " + string(v)
+		}
+		return "number"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	}
+	return "a value"
 }
 
 // jsonKind names a Go type the way a JSON client thinks of it.
@@ -255,7 +319,7 @@ func (s *Server) decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 		var head struct {
 			Type string `json:"type"`
 		}
-		if err := json.Unmarshal(rp, &head); err != nil {
+		if err := unmarshal(rp, &head); err != nil {
 			return nil, badRequest("Payload", where+"type", fmt.Sprintf("Expected an object at [%q]", fmt.Sprintf("parts.%d", i)))
 		}
 		var p opencode.Part
@@ -327,8 +391,10 @@ func (s *Server) decodeParts(raw []json.RawMessage) ([]opencode.Part, error) {
 	return out, nil
 }
 
+// decodeStrict decodes a raw sub-value (already checked for syntax and
+// duplicate keys as part of the body) into v; errors name where+path.
 func decodeStrict(b []byte, v any, where string) error {
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := unmarshal(b, v); err != nil {
 		return jsonErrorAt(err, where)
 	}
 	return nil
@@ -343,14 +409,14 @@ func clip(s string) string {
 
 // messageIDOr is the client's message ID (prefix-checked; field names it in
 // errors) or, when it sent none, a new one: minted here, once.
-func (s *Server) messageIDOr(id, field string) (string, error) {
+func (s *Server) messageIDOr(id, field string) (_ string, minted bool, _ error) {
 	if id == "" {
-		return s.ids.NewMessage(), nil
+		return s.ids.NewMessage(), true, nil
 	}
 	if err := checkID(identifier.Message, id, field); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return id, nil
+	return id, false, nil
 }
 
 // decodeValid decodes a required JSON body into v (a pointer to a struct

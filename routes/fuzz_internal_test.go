@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
-
-	"testing"
 )
 
 // trueDepth is the nesting depth of valid JSON, by the decoder's tokens.
@@ -57,14 +59,17 @@ func FuzzCheckDepth(f *testing.F) {
 }
 
 // FuzzDecodePrompt: decodeJSON plus decodeParts never panic, every error is
-// an httpError with a status and a message, and every accepted part has a
-// prt_ ID and a known type.
+// an httpError with a status and a message, an accepted body has no
+// duplicate key, and every accepted part has a prt_ ID and a known type.
 func FuzzDecodePrompt(f *testing.F) {
 	for _, s := range []string{
 		`{"parts":[{"type":"text","text":"x"}]}`,
 		`{"parts":[{"type":"file","mime":"a/b","url":"u"},{"type":"agent","name":"n"},{"type":"subtask","prompt":"p","description":"d","agent":"a"}]}`,
 		`{"parts":[{"type":"text","text":"x","id":"prt_1","time":{"start":1}}]}`,
 		`{"parts":[null,1,"x",[]]}`,
+		`{"parts":[{"type":"text","text":"a","text":"b"}]}`,
+		`{"PARTS":[{"TYPE":"text","Text":"x"}],"parts":[{"type":"text","text":"\ud800"}]}`,
+		`{"parts":[{"type":"text","text":"x","metadata":{"a":{"b":1,"b":2}}}],"p\u0061rts":[]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -72,6 +77,11 @@ func FuzzDecodePrompt(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p promptBody
 		err := decodeJSON(b, &p, false)
+		// An accepted body is valid JSON without a duplicate key anywhere
+		// (escaped lone surrogates aside, taken as U+FFFD).
+		if err == nil && !jsontext.Value(b).IsValid(jsontext.AllowInvalidUTF8(true)) {
+			t.Fatalf("accepted %q: invalid JSON or a duplicate key", b)
+		}
 		if err == nil && p.Parts != nil {
 			var parts []any
 			ps, perr := s.decodeParts(p.Parts)

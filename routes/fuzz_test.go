@@ -202,6 +202,7 @@ func FuzzV1Prompt(f *testing.F) {
 		`{"parts":[{"type":"text","text":"x","time":{"start":1,"end":2},"metadata":{"a":[1]}}],"noReply":true,"tools":{"bash":false}}`,
 		`{"model":{"providerID":"scripted","modelID":"scripted-model"},"parts":[{"type":"text","text":"x"}]}`,
 		`{"parts":[],"parts":[{"type":"text","text":"x"}]}`,
+		`{"PARTS":[{"type":"text","Text":"x"}],"parts":[{"type":"text","text":"a","text":"b"}]}`,
 		"{\"parts\":[{\"type\":\"text\",\"text\":\"\xff\"}]}",
 		`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`,
 	})
@@ -216,6 +217,7 @@ func FuzzV2Prompt(f *testing.F) {
 		`{"prompt":{"text":"x","files":[{"uri":"data:image/png;base64,AAAA"}]}}`,
 		`{bad json`,
 		``,
+		`{"prompt":{"text":"x","text":"y"},"Prompt":{}}`,
 	})
 }
 
