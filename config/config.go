@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,6 +25,9 @@ type File struct {
 	Provider   map[string]ProviderConfig `json:"provider,omitempty"`
 	Permission json.RawMessage           `json:"permission,omitempty"`
 	Username   string                    `json:"username,omitempty"`
+	// Instructions are extra instruction files (paths, globs) for the
+	// system prompt; later config files add to earlier ones.
+	Instructions []string `json:"instructions,omitempty"`
 	// Command is OpenCode's custom commands: command.<name>.
 	Command map[string]CommandConfig `json:"command,omitempty"`
 }
@@ -152,6 +156,11 @@ func (f *File) merge(o *File) {
 	}
 	if o.Username != "" {
 		f.Username = o.Username
+	}
+	for _, in := range o.Instructions {
+		if !slices.Contains(f.Instructions, in) {
+			f.Instructions = append(f.Instructions, in)
+		}
 	}
 	if len(o.Permission) > 0 {
 		f.Permission = o.Permission

@@ -48,16 +48,17 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
-func TestTitleOf(t *testing.T) {
-	long := strings.Repeat("é", 60)
+func TestCleanTitle(t *testing.T) {
+	long := strings.Repeat("é", 120)
 	for _, c := range []struct{ in, want string }{
-		{"  short  ", "short"},
-		{"first line\nsecond", "first line"},
-		{strings.Repeat("a", 50), strings.Repeat("a", 50)},
-		{long, strings.Repeat("é", 50) + "…"},
+		{"  Fix the login bug  ", "Fix the login bug"},
+		{"\n\nFirst line\nsecond", "First line"},
+		{"<think>let me see\nmore</think>\nRefactor parser", "Refactor parser"},
+		{"<think>never closed", ""},
+		{long, strings.Repeat("é", 97) + "..."},
 	} {
-		if got := titleOf(c.in); got != c.want {
-			t.Errorf("titleOf(%q) = %q, want %q", c.in, got, c.want)
+		if got := cleanTitle(c.in); got != c.want {
+			t.Errorf("cleanTitle(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

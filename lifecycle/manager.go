@@ -54,6 +54,16 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Clock is the time source (time.Now when nil).
 	Clock func() time.Time
+	// Home and ConfigDir (~/.config/opencode) are where global
+	// instructions and skills are looked for; Instructions is the config's
+	// `instructions`; NoClaude and NoProject are OpenCode's
+	// OPENCODE_DISABLE_CLAUDE_CODE_PROMPT and OPENCODE_DISABLE_PROJECT_CONFIG.
+	Home, ConfigDir string
+	// SmallProviderID/SmallModelID name the model that writes session
+	// titles (config small_model); empty: the turn's model.
+	SmallProviderID, SmallModelID string
+	Instructions                  []string
+	NoClaude, NoProject           bool
 	// IDs mints the IDs the core creates (assistant messages, parts,
 	// events, forked sessions): the process-wide generator when nil.
 	IDs    *identifier.Generator

@@ -3,22 +3,15 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
-	"regexp"
+	"github.com/opencode-server/opencode-server/agent"
 	"sort"
-	"strings"
-	"sync"
 
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
-// Rule is one permission rule, OpenCode's {permission, pattern, action}.
-// Rules are evaluated in order and the last matching rule wins.
-type Rule struct {
-	Permission string `json:"permission"`
-	Pattern    string `json:"pattern"`
-	Action     string `json:"action"` // allow, ask, deny
-}
+// Rule is one permission rule (see agent.Rule).
+type Rule = agent.Rule
 
 // DefaultRules are OpenCode 1.18.33's defaults for the build agent: every
 // tool runs without asking; only secrets (.env files) and paths outside the
@@ -35,44 +28,12 @@ var DefaultRules = []Rule{
 	{Permission: "read", Pattern: "*.env.example", Action: "allow"},
 }
 
-var wildcardCache sync.Map // pattern -> *regexp.Regexp
-
-// wildcard matches s against an OpenCode wildcard pattern: `*` is any run of
-// characters, `?` one character.
-func wildcard(pattern, s string) bool {
-	if pattern == "*" {
-		return true
-	}
-	if v, ok := wildcardCache.Load(pattern); ok {
-		return v.(*regexp.Regexp).MatchString(s)
-	}
-	var b strings.Builder
-	b.WriteString("^")
-	for _, r := range pattern {
-		switch r {
-		case '*':
-			b.WriteString("(?s:.*)")
-		case '?':
-			b.WriteString("(?s:.)")
-		default:
-			b.WriteString(regexp.QuoteMeta(string(r)))
-		}
-	}
-	b.WriteString("$")
-	re, err := regexp.Compile(b.String())
-	if err != nil {
-		return false
-	}
-	wildcardCache.Store(pattern, re)
-	return re.MatchString(s)
-}
-
 // evaluate returns the action for one permission and pattern.
 func evaluate(rulesets [][]Rule, permission, pattern string) string {
 	action := "ask"
 	for _, rs := range rulesets {
 		for _, r := range rs {
-			if wildcard(r.Permission, permission) && wildcard(r.Pattern, pattern) {
+			if agent.Wildcard(r.Permission, permission) && agent.Wildcard(r.Pattern, pattern) {
 				action = r.Action
 			}
 		}
@@ -187,8 +148,7 @@ func (m *Manager) ReplyPermission(ctx context.Context, requestID, reply string) 
 // ask is called on the runner when a tool needs a decision. It returns the
 // action now ("allow"/"deny"), or "ask" with a channel the reply arrives on.
 func (r *runner) ask(call *toolRun, permission string, patterns []string) (string, chan string) {
-	sessionRules, _ := ParseRules(r.sess.Permission)
-	rulesets := [][]Rule{DefaultRules, r.m.cfg.Rules, sessionRules, r.approved}
+	rulesets := r.rulesets()
 	action := "allow"
 	for _, p := range patterns {
 		switch evaluate(rulesets, permission, p) {

@@ -181,6 +181,9 @@ const interruptedPrefix = "Interrupted by server"
 // a user message's text; an assistant message's text and tool calls,
 // followed by the tool results.
 func (r *runner) remember(mp opencode.MessageWithParts) {
+	if mp.Info.Role == opencode.Assistant && mp.Info.Agent == "plan" {
+		r.usedPlan = true
+	}
 	if isCompaction(mp) {
 		// The model's view starts over from the summary that follows.
 		r.history = []provider.Message{{Role: "user", Content: compactionQuestion, Memo: &provider.Memo{}}}

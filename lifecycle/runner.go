@@ -12,6 +12,8 @@ import (
 // call's goroutine to the runner. step tells stale messages (after an
 // abort) from current ones.
 type streamMsg struct {
+	// title is the answer of the session's title request.
+	title *string
 	step  int64
 	chunk *provider.Chunk
 	done  bool
@@ -57,6 +59,11 @@ type runner struct {
 	idle    []chan struct{}
 	// approved holds the "always" answers given in this session.
 	approved []Rule
+	// usedPlan: a turn of this session ran the plan agent; build steps
+	// then carry the mode-switch reminder.
+	usedPlan bool
+	// titling: the session's title request is under way.
+	titling bool
 	// resume is set when the session's last turn was cut off by a shutdown
 	// or crash: the runner continues it once it starts, before any pending
 	// input.
@@ -195,7 +202,7 @@ func (r *runner) loop() {
 // memory, so it may stop and be rebuilt from the store later.
 func (r *runner) evictable() bool {
 	return r.turn == nil && len(r.pending) == 0 && len(r.waiters) == 0 && len(r.idle) == 0 &&
-		r.pend == nil && r.resume == nil && len(r.approved) == 0
+		r.pend == nil && r.resume == nil && len(r.approved) == 0 && !r.titling
 }
 
 // evict stops an idle runner: it leaves the registry first, so no new
@@ -268,8 +275,10 @@ func (r *runner) fail() {
 	if r.turn != nil {
 		r.turn.cancel()
 		r.turn = nil
-		r.m.setBusy(r.id, false)
 	}
+	// Also when the failed commit was the one that ended the turn (it
+	// would have cleared busy once stored): before any waiter hears.
+	r.m.setBusy(r.id, false)
 	r.rejectAsks()
 	r.pend = nil
 	r.stop(&opencode.Error{Code: opencode.EUnavailable, SessionID: r.id,

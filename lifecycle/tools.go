@@ -160,7 +160,8 @@ func (r *runner) execTool(ctx context.Context, n int64, callID string, impl tool
 	}
 	switch resp.action {
 	case "deny":
-		return tool.Result{}, toolError("permission denied: a rule denies " + perm + " for this pattern")
+		return tool.Result{}, toolError("A permission rule forbids this tool call: " + perm + " is denied for " +
+			strings.Join(patterns, ", ") + ". Do not retry it; continue without it or ask the user.")
 	case "ask":
 		select {
 		case reply := <-resp.reply:

@@ -156,10 +156,8 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 		if !in.NoReply {
 			reply = true
 		}
-		if in.Shell == "" && strings.HasPrefix(sess.Title, defaultTitlePrefix) {
-			if title := titleOf(in.Prompt().Text); title != "" {
-				sess.Title = title
-			}
+		if in.Shell == "" && !r.titling && sess.ParentID == "" && strings.HasPrefix(sess.Title, defaultTitlePrefix) {
+			r.requestTitle(in.Prompt().Text, in.System, r.turn.model)
 		}
 		r.turn.users = append(r.turn.users, msg)
 		r.remember(opencode.MessageWithParts{Info: msg, Parts: in.Parts})
@@ -186,25 +184,6 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 	}
 	r.pending = kept
 	return reply
-}
-
-// titleOf makes a session title from the first prompt: its first line,
-// at most 50 characters.
-func titleOf(text string) string {
-	text = strings.TrimSpace(text)
-	if i := strings.IndexByte(text, '\n'); i >= 0 {
-		text = text[:i]
-	}
-	// Cut at the 51st rune without converting the whole text (a prompt may
-	// be megabytes).
-	n := 0
-	for i := range text {
-		if n == 50 {
-			return text[:i] + "…"
-		}
-		n++
-	}
-	return text
 }
 
 // startStep opens one model call: a new assistant message whose ID is minted
@@ -245,12 +224,19 @@ func (r *runner) startStep() {
 	t.part(start, now)
 
 	tu.steps++
-	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, System: systemPrompt,
-		// A full slice expression: the call sees the history as it is now,
-		// while the runner keeps appending to its own (no copy per step).
-		Messages: r.history[:len(r.history):len(r.history)], Tools: r.m.specs}
+	// A full slice expression: the call sees the history as it is now,
+	// while the runner keeps appending to its own (no copy per step).
+	msgs := r.history[:len(r.history):len(r.history)]
+	if reminder := r.reminderFor(tu); reminder != "" {
+		msgs = withReminder(msgs, reminder)
+	}
+	if tu.agent == "plan" {
+		r.usedPlan = true
+	}
+	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, Messages: msgs, Tools: r.toolsFor(tu)}
+	system := r.systemFor(tu)
 	if tu.compact {
-		req = compactionRequest(r.id, tu.model.ModelID, tu.transcript)
+		req, system = compactionRequest(r.id, tu.model.ModelID, tu.transcript), nil
 	}
 	n := st.n
 	ctx := tu.ctx
@@ -258,6 +244,9 @@ func (r *runner) startStep() {
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()
+		if system != nil {
+			req.System = system()
+		}
 		err := prov.Stream(ctx, req, func(c provider.Chunk) {
 			r.post(streamMsg{step: n, chunk: &c})
 		})
@@ -265,9 +254,11 @@ func (r *runner) startStep() {
 	}()
 }
 
-const systemPrompt = "You are a coding agent served by opencode-server. Answer the user's request concisely."
-
 func (r *runner) onStream(msg streamMsg) {
+	if msg.title != nil {
+		r.applyTitle(*msg.title)
+		return
+	}
 	if r.turn == nil || r.turn.step == nil || r.turn.step.n != msg.step {
 		// A model call or tool of an aborted step keeps talking for a moment.
 		if msg.ask != nil {

@@ -54,7 +54,13 @@ type Request struct {
 	System    string
 	Messages  []Message
 	Tools     []ToolSpec
+	// Purpose is PurposeTitle for a session's title request; "" is a turn's
+	// model call.
+	Purpose string
 }
+
+// PurposeTitle marks the small-model request that names a session.
+const PurposeTitle = "title"
 
 // Usage is the token accounting of one call.
 type Usage struct {

@@ -471,7 +471,11 @@ func recordTurn(t *testing.T) *turn {
 	tr.eventS.waitFor("server.connected", hasType("server.connected", 1))
 	tr.globalS.waitFor("server.connected", hasType("server.connected", 1))
 
-	tr.session = e.createSession()
+	// A titled session: an untitled one would get its title from the small
+	// model at a moment of its own, and the stream would not be one order.
+	var created struct{ ID string }
+	e.mustJSON("POST", "/session", `{"title":"hello"}`, &created)
+	tr.session = created.ID
 	tr.v2S = e.open("/api/session/" + tr.session + "/event")
 	tr.assistant = e.prompt(tr.session, "hello")
 

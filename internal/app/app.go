@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"time"
 
@@ -121,11 +122,14 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	catalog.Model = defProvider + "/" + defModel
 	catalog.SmallModel = catalog.Model
+	var smallPID, smallMID string
 	if pid, mid, ok := config.SplitModel(o.Config.SmallModel); ok {
 		if _, known := models[modelKey{pid, mid}]; known {
 			catalog.SmallModel = o.Config.SmallModel
+			smallPID, smallMID = pid, mid
 		}
 	}
+	home, _ := os.UserHomeDir()
 	rules, err := lifecycle.ParseRules(o.Config.Permission)
 	if err != nil {
 		return nil, err
@@ -133,6 +137,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: models[modelKey{defProvider, defModel}],
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
 		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir),
+		Home: home, ConfigDir: config.GlobalDir(), Instructions: o.Config.Instructions,
+		SmallProviderID: smallPID, SmallModelID: smallMID,
+		NoClaude: os.Getenv("OPENCODE_DISABLE_CLAUDE_CODE_PROMPT") != "", NoProject: os.Getenv("OPENCODE_DISABLE_PROJECT_CONFIG") != "",
 		Tools: o.Tools, Rules: rules,
 		Resolve: func(pid, mid string) (provider.Provider, bool) {
 			p, ok := models[modelKey{pid, mid}]

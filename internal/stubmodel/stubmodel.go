@@ -193,6 +193,29 @@ type Response struct {
 // Script decides the response to a request. It may be called concurrently.
 type Script func(req Request) Response
 
+// IsTitle reports whether req is a session's title request: no tools, and a
+// system prompt about a title (OpenCode's and ours both say so).
+func (r Request) IsTitle() bool {
+	if len(r.Tools) > 0 || len(r.Messages) == 0 || r.Messages[0].Role != "system" {
+		return false
+	}
+	return strings.Contains(strings.ToLower(r.Messages[0].Content), "title")
+}
+
+// TitleOf is the stub's title for a first message: its first line, at most
+// 50 characters.
+func TitleOf(text string) string {
+	text, _, _ = strings.Cut(strings.TrimSpace(text), "\n")
+	n := 0
+	for i := range text {
+		if n == 50 {
+			return text[:i] + "…"
+		}
+		n++
+	}
+	return text
+}
+
 // Echo replies "You said: <last user text>".
 func Echo(req Request) Response {
 	return Response{Text: "You said: " + req.LastUserText()}
@@ -264,6 +287,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	bodies   []json.RawMessage
+	titles   []json.RawMessage
 	headers  []http.Header
 	closed   bool
 	url      string
@@ -376,6 +400,13 @@ func (s *Server) Headers() []http.Header {
 	return append([]http.Header(nil), s.headers...)
 }
 
+// Titles returns the title requests received, apart from Requests.
+func (s *Server) Titles() []json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]json.RawMessage(nil), s.titles...)
+}
+
 // Count is the number of chat requests received.
 func (s *Server) Count() int { return int(s.n.Load()) }
 
@@ -423,20 +454,31 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reading body: "+err.Error(), nil)
 		return
 	}
-	n := int(s.n.Add(1))
-	if !s.norecord {
-		s.mu.Lock()
-		s.bodies = append(s.bodies, json.RawMessage(body))
-		s.headers = append(s.headers, r.Header.Clone())
-		s.mu.Unlock()
-	}
 	var req Request
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error(), nil)
 		return
 	}
-	req.N, req.Header, req.Raw = n, r.Header, body
-	resp := s.script(req)
+	var resp Response
+	if req.IsTitle() {
+		// A session's title request is answered on the side, as the
+		// reference mock answers it, so a script's sequence and the
+		// recorded requests are the turns' model calls only.
+		s.mu.Lock()
+		s.titles = append(s.titles, json.RawMessage(body))
+		s.mu.Unlock()
+		resp = Response{Text: TitleOf(req.LastUserText())}
+	} else {
+		n := int(s.n.Add(1))
+		if !s.norecord {
+			s.mu.Lock()
+			s.bodies = append(s.bodies, json.RawMessage(body))
+			s.headers = append(s.headers, r.Header.Clone())
+			s.mu.Unlock()
+		}
+		req.N, req.Header, req.Raw = n, r.Header, body
+		resp = s.script(req)
+	}
 
 	if resp.Disconnect {
 		panic(http.ErrAbortHandler)
@@ -472,11 +514,11 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !req.Stream {
-		s.whole(w, r, &resp, n, model, reason, usage, delay*time.Duration(chunks))
+		s.whole(w, r, &resp, req.N, model, reason, usage, delay*time.Duration(chunks))
 		return
 	}
 	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	s.stream(w, r, &resp, n, model, reason, usage, includeUsage, chunks, delay)
+	s.stream(w, r, &resp, req.N, model, reason, usage, includeUsage, chunks, delay)
 }
 
 func (r *Response) usage(req *Request) Usage {

@@ -72,6 +72,26 @@ func (m *Model) ReplyFor(req provider.Request) string {
 
 // Stream implements provider.Provider.
 func (m *Model) Stream(ctx context.Context, req provider.Request, emit func(provider.Chunk)) error {
+	if req.Purpose == provider.PurposeTitle {
+		// The scripted model titles a session with its first prompt's
+		// first line (not recorded: Calls are the turns' model calls).
+		last := ""
+		if n := len(req.Messages); n > 0 {
+			last = req.Messages[n-1].Content
+		}
+		last, _, _ = strings.Cut(strings.TrimSpace(last), "\n")
+		n := 0
+		for i := range last {
+			if n == 50 {
+				last = last[:i] + "…"
+				break
+			}
+			n++
+		}
+		emit(provider.Chunk{Kind: provider.TextDelta, Text: last})
+		emit(provider.Chunk{Kind: provider.Finish, Reason: "stop"})
+		return nil
+	}
 	m.mu.Lock()
 	if m.cfg.Record {
 		m.calls = append(m.calls, req)

@@ -1,0 +1,104 @@
+package lifecycle
+
+import (
+	"slices"
+
+	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/provider"
+)
+
+// systemFor returns the builder of a step's system prompt (see package
+// agent). It reads the project's instruction and skill files, so the model
+// call's goroutine runs it, off the runner and overlapping the step's
+// commit; everything it needs is captured now.
+func (r *runner) systemFor(tu *turn) func() string {
+	a, _ := agent.Lookup(tu.agent)
+	base := a.Prompt
+	if base == "" {
+		base = agent.BasePrompt(tu.model.ModelID)
+	}
+	var userSystem string
+	if n := len(tu.users); n > 0 {
+		userSystem = tu.users[n-1].System
+	}
+	// As in OpenCode, only the agent's own rules decide whether skills are
+	// listed.
+	skillsOff := agent.Disabled("skill", a.Rules)
+	cfg := r.m.cfg
+	dir, pid, mid, now := r.sess.Directory, tu.model.ProviderID, tu.model.ModelID, cfg.Clock()
+	return func() string {
+		env := agent.NewEnv(dir, pid, mid, now)
+		p := agent.Prompt{Base: base, Env: env, System: userSystem, SkillsOff: skillsOff,
+			Instructions: agent.FindInstructions(agent.InstructionSources{Home: cfg.Home, ConfigDir: cfg.ConfigDir,
+				Directory: dir, Worktree: env.Worktree, Config: cfg.Instructions, NoClaude: cfg.NoClaude, NoProject: cfg.NoProject})}
+		if !skillsOff {
+			p.Skills = agent.FindSkills(agent.SkillSources{Home: cfg.Home, ConfigDir: cfg.ConfigDir, Directory: dir,
+				Worktree: env.Worktree, NoClaude: cfg.NoClaude})
+		}
+		return p.String()
+	}
+}
+
+// rulesets are the permission rules of a call in the running turn, in
+// OpenCode's order: the defaults, the agent's, the config's, the
+// session's, then the "always" answers given in this session.
+func (r *runner) rulesets() [][]Rule {
+	var agentRules []Rule
+	if r.turn != nil {
+		if a, ok := agent.Lookup(r.turn.agent); ok {
+			agentRules = a.Rules
+		}
+	}
+	sessionRules, _ := ParseRules(r.sess.Permission)
+	return [][]Rule{DefaultRules, agentRules, r.m.cfg.Rules, sessionRules, r.approved}
+}
+
+// toolsFor is the tool list of a step: the tools the turn's rules do not
+// deny outright (agent.Disabled), less those the latest prompt switched
+// off (the v1 `tools` map).
+func (r *runner) toolsFor(tu *turn) []provider.ToolSpec {
+	var off map[string]bool
+	if n := len(tu.users); n > 0 {
+		off = tu.users[n-1].Tools
+	}
+	rulesets := r.rulesets()
+	out := make([]provider.ToolSpec, 0, len(r.m.specs))
+	for _, s := range r.m.specs {
+		if on, set := off[s.Name]; set && !on {
+			continue
+		}
+		if agent.Disabled(s.Name, rulesets...) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// reminderFor is the reminder the step adds to the last user message: plan
+// mode's, or, once a session that used plan is back in build, the switch.
+func (r *runner) reminderFor(tu *turn) string {
+	switch {
+	case tu.agent == "plan":
+		return agent.PlanReminder
+	case tu.agent == "build" && r.usedPlan:
+		return agent.BuildSwitchReminder
+	}
+	return ""
+}
+
+// withReminder is msgs with reminder appended to the last user message,
+// as a synthetic text the conversation does not keep.
+func withReminder(msgs []provider.Message, reminder string) []provider.Message {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			out := slices.Clone(msgs)
+			m := out[i]
+			m.Content += "\n\n" + reminder
+			m.Memo = nil
+			out[i] = m
+			return out
+		}
+	}
+	return msgs
+}
