@@ -200,6 +200,9 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 			}
 			b.WriteString(p.Text)
 		case p.Type == opencode.PartTool && p.State != nil:
+			if p.Tool == "todowrite" && p.State.Status == "completed" {
+				r.todos = todosOf(p.State.Input)
+			}
 			calls = append(calls, provider.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.State.Input})
 			out := p.State.Error
 			if p.State.Output != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/tool"
 )
 
 // streamMsg carries a provider chunk, or the end of a model call, from the
@@ -62,6 +63,9 @@ type runner struct {
 	// usedPlan: a turn of this session ran the plan agent; build steps
 	// then carry the mode-switch reminder.
 	usedPlan bool
+	// todos is the session's todo list: the input of its latest completed
+	// todowrite call (remembered from the history, so it survives restarts).
+	todos []tool.Todo
 	// titling: the session's title request is under way.
 	titling bool
 	// resume is set when the session's last turn was cut off by a shutdown

@@ -224,6 +224,9 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 		t.durable(opencode.EvToolSuccess, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, "callID": c.callID, "structured": structured, "content": content,
 			"outputPaths": []string{}, "provider": opencode.ToolProvider})
+		if c.name == "todowrite" {
+			r.setTodos(t, c.input)
+		}
 	}
 	st.parts[c.part] = p
 	t.part(p, now)

@@ -101,6 +101,7 @@ const (
 	EvMessageUpdated   = "message.updated"
 	EvMessageRemoved   = "message.removed"
 	EvPartUpdated      = "message.part.updated"
+	EvTodoUpdated      = "todo.updated"
 	EvPartDelta        = "message.part.delta"
 	EvPartRemoved      = "message.part.removed"
 	EvServerConnected  = "server.connected"

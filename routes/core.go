@@ -7,6 +7,7 @@ import (
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/snapshot"
+	"github.com/opencode-server/opencode-server/tool"
 )
 
 // Core is what the routes ask of the lifecycle core: *lifecycle.Manager
@@ -49,6 +50,7 @@ type Core interface {
 	Revert(ctx context.Context, sessionID, messageID, partID string) (opencode.Session, error)
 	Unrevert(ctx context.Context, sessionID string) (opencode.Session, error)
 	SessionDiff(ctx context.Context, sessionID, messageID string) ([]snapshot.FileDiff, error)
+	Todos(ctx context.Context, sessionID string) ([]tool.Todo, error)
 }
 
 var _ Core = (*lifecycle.Manager)(nil)

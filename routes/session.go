@@ -42,7 +42,7 @@ func (s *Server) mountV1(r chi.Router) {
 		r.Post("/message", s.h(v1, s.promptSync))
 		r.Post("/prompt_async", s.h(v1, s.promptAsync))
 		r.Post("/abort", s.h(v1, s.abort))
-		r.Get("/todo", s.h(v1, s.emptyList))
+		r.Get("/todo", s.h(v1, s.todo))
 		r.Get("/diff", s.h(v1, s.sessionDiff))
 		r.Get("/inbox", s.h(v1, s.inbox))
 		r.Delete("/inbox/{messageID}", s.h(v1, s.revoke))
@@ -527,14 +527,16 @@ func (s *Server) sessionDiff(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) emptyList(w http.ResponseWriter, r *http.Request) error {
+// todo is the session's todo list (its latest todowrite call).
+func (s *Server) todo(w http.ResponseWriter, r *http.Request) error {
 	id, err := sessionID(r)
 	if err != nil {
 		return err
 	}
-	if _, err := s.m.GetSession(r.Context(), id); err != nil {
+	todos, err := s.m.Todos(r.Context(), id)
+	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, []any{})
+	writeJSON(w, http.StatusOK, todos)
 	return nil
 }

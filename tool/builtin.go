@@ -21,6 +21,7 @@ func Builtin() []Tool {
 		List{},
 		Edit{},
 		Write{},
+		TodoWrite{},
 	}
 }
 

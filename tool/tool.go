@@ -1,5 +1,5 @@
-// Package tool holds the coding tools a model can call (read, write, edit,
-// list, glob, grep, bash). Every tool is confined to the session's
+// Package tool holds the tools a model can call (read, write, edit, list,
+// glob, grep, bash, todowrite). Every file tool is confined to the session's
 // directory: no path may escape it through ".." or symlinks. The file tools
 // check a path with Resolve, then touch it only through an os.Root on the
 // directory, so the confinement also holds at the moment of use; bash runs

@@ -1,0 +1,209 @@
+package lifecycle_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
+	"github.com/opencode-server/opencode-server/internal/testserver"
+)
+
+// modelRequest is what the stub received for one model call.
+type modelRequest struct {
+	Messages []struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+func decodeRequests(t *testing.T, raw []json.RawMessage) []modelRequest {
+	t.Helper()
+	out := make([]modelRequest, len(raw))
+	for i, b := range raw {
+		if err := json.Unmarshal(b, &out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func (m modelRequest) tools() []string {
+	var out []string
+	for _, t := range m.Tools {
+		out = append(out, t.Function.Name)
+	}
+	return out
+}
+
+// TestSystemPromptSections: on a git project with instruction files, a
+// config instruction and a skill, the model call's one system message holds,
+// in order, the base prompt, the environment block naming the directory,
+// work tree and model, the instruction files (global, then the project's
+// nearest first; CLAUDE.md left out since AGENTS.md exists; then the
+// config's), the skills block, and the prompt's own system text last.
+func TestSystemPromptSections(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	proj := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", proj).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	pkg := filepath.Join(proj, "pkg")
+	files := map[string]string{
+		filepath.Join(home, ".config", "opencode", "AGENTS.md"):         "Global rules.",
+		filepath.Join(proj, "AGENTS.md"):                                "Root rules: use tabs.",
+		filepath.Join(proj, "CLAUDE.md"):                                "Claude rules (unused).",
+		filepath.Join(pkg, "AGENTS.md"):                                 "Pkg rules.",
+		filepath.Join(proj, "docs", "rules.md"):                         "Docs rules.",
+		filepath.Join(proj, ".opencode", "skill", "review", "SKILL.md"): "---\nname: review\ndescription: Review code carefully.\n---\nRead every line.\n",
+	}
+	for p, c := range files {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stub := stubmodel.NewServer(t, stubmodel.Directives)
+	cfg := stubConfig(stub.URL(), "")
+	cfg.Instructions = []string{"docs/rules.md"}
+	srv := testserver.Start(t, testserver.Options{Config: cfg, Directory: pkg})
+	sid := newSession(t, srv.URL)
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"hello there"}],"system":"Extra system text."}`); code != 200 {
+		t.Fatalf("prompt: %d %s", code, b)
+	}
+	reqs := decodeRequests(t, stub.Requests())
+	if len(reqs) != 1 || len(reqs[0].Messages) == 0 || reqs[0].Messages[0].Role != "system" {
+		t.Fatalf("requests: %+v", reqs)
+	}
+	sys := reqs[0].Messages[0].Content
+	want := []string{
+		"You are opencode",
+		"\nYou are powered by the model named " + stubmodel.ModelID + ". The exact model ID is stub/" + stubmodel.ModelID + "\n",
+		"<env>\n  Working directory: " + pkg + "\n  Workspace root folder: " + proj + "\n  Is directory a git repo: yes\n  Platform: ",
+		"</env>\nInstructions from: " + filepath.Join(home, ".config", "opencode", "AGENTS.md") + "\nGlobal rules.\n",
+		"Instructions from: " + filepath.Join(pkg, "AGENTS.md") + "\nPkg rules.\n",
+		"Instructions from: " + filepath.Join(proj, "AGENTS.md") + "\nRoot rules: use tabs.\n",
+		"Instructions from: " + filepath.Join(proj, "docs", "rules.md") + "\nDocs rules.\n",
+		"<available_skills>\n  <skill>\n    <name>review</name>\n    <description>Review code carefully.</description>\n    <location>" +
+			filepath.Join(proj, ".opencode", "skill", "review", "SKILL.md") + "</location>\n  </skill>\n</available_skills>\n",
+		"Extra system text.",
+	}
+	at := 0
+	for _, w := range want {
+		i := strings.Index(sys[at:], w)
+		if i < 0 {
+			t.Fatalf("system prompt lacks (in order) %q\n---\n%s", w, sys)
+		}
+		at += i + len(w)
+	}
+	if !strings.HasSuffix(sys, "Extra system text.") {
+		t.Errorf("the prompt's own system text is not last")
+	}
+	if strings.Contains(sys, "Claude rules") {
+		t.Error("CLAUDE.md was used next to AGENTS.md")
+	}
+	// The title request went to the model on the side, with the first
+	// message, and named the session.
+	titles := decodeRequests(t, stub.Titles())
+	if len(titles) != 1 || len(titles[0].Messages) != 3 || titles[0].Messages[2].Content != "hello there" || len(titles[0].Tools) != 0 {
+		t.Fatalf("title requests: %+v", titles)
+	}
+	checkFor(t, 5*time.Second, "the session titled by the model", func() bool {
+		var s struct{ Title string }
+		r, err := http.Get(srv.URL + "/session/" + sid)
+		if err != nil {
+			return false
+		}
+		defer r.Body.Close()
+		_ = json.NewDecoder(r.Body).Decode(&s)
+		return s.Title == "hello there"
+	})
+}
+
+// TestAgentsAndTodos: the plan agent's write is refused and its steps
+// carry the plan reminder; the v1 tools map takes a tool out of the list;
+// todowrite sets the session's todo list (GET /todo, todo.updated).
+func TestAgentsAndTodos(t *testing.T) {
+	stub := stubmodel.NewServer(t, stubmodel.Directives)
+	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), "")})
+	events := eventLog(t, srv.URL)
+	sid := newSession(t, srv.URL)
+
+	// plan: write is offered (its rule is narrower than a blanket deny) but refused.
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"agent":"plan","parts":[{"type":"text","text":"call:write {\"filePath\":\"x.txt\",\"content\":\"hi\"} then: planned"}]}`); code != 200 {
+		t.Fatalf("plan prompt: %d %s", code, b)
+	}
+	if _, err := os.Stat(filepath.Join(srv.Directory, "x.txt")); err == nil {
+		t.Error("the plan agent wrote a file")
+	}
+	reqs := decodeRequests(t, stub.Requests())
+	if len(reqs) != 2 {
+		t.Fatalf("%d model calls, want 2", len(reqs))
+	}
+	last := reqs[0].Messages[len(reqs[0].Messages)-1]
+	if last.Role != "user" || !strings.Contains(last.Content, "# Plan mode") {
+		t.Errorf("plan step's last user message lacks the plan reminder: %q", last.Content)
+	}
+	toolMsg := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if !strings.Contains(toolMsg.Content, "edit is denied") {
+		t.Errorf("the refused write's result: %q", toolMsg.Content)
+	}
+
+	// build after plan: the switch reminder; bash switched off by the tools map.
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"agent":"build","tools":{"bash":false},"parts":[{"type":"text","text":"go on"}]}`); code != 200 {
+		t.Fatalf("build prompt: %d %s", code, b)
+	}
+	reqs = decodeRequests(t, stub.Requests())
+	third := reqs[2]
+	if names := strings.Join(third.tools(), ","); strings.Contains(names, "bash") || !strings.Contains(names, "todowrite") {
+		t.Errorf("tools with bash off: %s", names)
+	}
+	var user string
+	for _, m := range third.Messages {
+		if m.Role == "user" {
+			user = m.Content
+		}
+	}
+	if !strings.Contains(user, "from plan to build") {
+		t.Errorf("build after plan lacks the switch reminder: %q", user)
+	}
+
+	// todowrite.
+	todos := `[{"content":"Write tests","status":"in_progress","priority":"high"},{"content":"Ship","status":"pending","priority":"low"}]`
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"call:todowrite {\"todos\":`+strings.ReplaceAll(todos, `"`, `\"`)+`} then: listed"}]}`); code != 200 {
+		t.Fatalf("todo prompt: %d %s", code, b)
+	}
+	r, err := http.Get(srv.URL + "/session/" + sid + "/todo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []map[string]string
+	_ = json.NewDecoder(r.Body).Decode(&got)
+	r.Body.Close()
+	if len(got) != 2 || got[0]["content"] != "Write tests" || got[1]["status"] != "pending" {
+		t.Errorf("GET /todo = %v", got)
+	}
+	timeout := time.After(10 * time.Second)
+	for sawTodo := false; !sawTodo; {
+		select {
+		case f := <-events:
+			sawTodo = f.Type == "todo.updated" && strings.Contains(string(f.Properties), `"Write tests"`)
+		case <-timeout:
+			t.Fatal("no todo.updated")
+		}
+	}
+}
