@@ -68,8 +68,10 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if o.Config == nil {
 		o.Config = &config.File{}
 	}
+	home, _ := os.UserHomeDir()
+	noClaude := os.Getenv("OPENCODE_DISABLE_CLAUDE_CODE_PROMPT") != ""
 	if o.Tools == nil {
-		o.Tools = tool.Builtin()
+		o.Tools = append(tool.Builtin(), tool.Skill{Home: home, ConfigDir: config.GlobalDir(), NoClaude: noClaude})
 	}
 	a := &App{Bus: eventbus.New(), Model: scripted.New(o.Scripted), done: make(chan struct{})}
 	var def provider.Provider = a.Model
@@ -129,7 +131,6 @@ func New(ctx context.Context, o Options) (*App, error) {
 			smallPID, smallMID = pid, mid
 		}
 	}
-	home, _ := os.UserHomeDir()
 	rules, err := lifecycle.ParseRules(o.Config.Permission)
 	if err != nil {
 		return nil, err
@@ -139,7 +140,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir),
 		Home: home, ConfigDir: config.GlobalDir(), Instructions: o.Config.Instructions,
 		SmallProviderID: smallPID, SmallModelID: smallMID,
-		NoClaude: os.Getenv("OPENCODE_DISABLE_CLAUDE_CODE_PROMPT") != "", NoProject: os.Getenv("OPENCODE_DISABLE_PROJECT_CONFIG") != "",
+		NoClaude: noClaude, NoProject: os.Getenv("OPENCODE_DISABLE_PROJECT_CONFIG") != "",
 		Tools: o.Tools, Rules: rules,
 		Resolve: func(pid, mid string) (provider.Provider, bool) {
 			p, ok := models[modelKey{pid, mid}]
