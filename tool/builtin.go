@@ -22,6 +22,7 @@ func Builtin() []Tool {
 		Edit{},
 		Write{},
 		TodoWrite{},
+		WebFetch{},
 	}
 }
 
