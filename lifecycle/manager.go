@@ -86,8 +86,10 @@ type Manager struct {
 	runners map[string]*runner
 	busy    map[string]bool
 	asks    map[string]*pendingAsk
-	closed  bool
-	ids     *identifier.Generator
+	// questions are the question tool calls waiting for the user.
+	questions map[string]*pendingQuestion
+	closed    bool
+	ids       *identifier.Generator
 
 	// relMu guards relTimer, the pending memory release (see releaseMemory).
 	relMu    sync.Mutex
@@ -116,7 +118,7 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		runners: map[string]*runner{}, busy: map[string]bool{}, asks: map[string]*pendingAsk{},
+		runners: map[string]*runner{}, busy: map[string]bool{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 }
 

@@ -206,4 +206,5 @@ func (r *runner) rejectAsks() {
 	for _, id := range ids {
 		_ = r.answerAsk(id, "reject")
 	}
+	r.rejectQuestions()
 }

@@ -13,6 +13,8 @@ import (
 // call's goroutine to the runner. step tells stale messages (after an
 // abort) from current ones.
 type streamMsg struct {
+	// question is a question tool's call asking the user.
+	question *questionAsk
 	// title is the answer of the session's title request.
 	title *string
 	step  int64

@@ -122,7 +122,7 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	}
 	go func() {
 		defer r.m.wg.Done()
-		res, err := r.execTool(ctx, n, c.callID, impl, tool.Call{Dir: dir, Input: args, Progress: progress})
+		res, err := r.execTool(ctx, n, c.callID, impl, tool.Call{Dir: dir, Input: args, Progress: progress, Ask: r.askFunc(n, callID)})
 		r.post(streamMsg{step: n, tool: &toolResult{callID: c.callID, res: res, err: err}})
 	}()
 }

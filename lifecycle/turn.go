@@ -264,6 +264,9 @@ func (r *runner) onStream(msg streamMsg) {
 		if msg.ask != nil {
 			msg.ask.resp <- askResp{action: "deny"}
 		}
+		if msg.question != nil {
+			msg.question.resp <- nil
+		}
 		return
 	}
 	st := r.turn.step
@@ -277,6 +280,9 @@ func (r *runner) onStream(msg streamMsg) {
 		return
 	case msg.ask != nil:
 		r.onAsk(st, msg.ask)
+		return
+	case msg.question != nil:
+		r.onQuestion(st, msg.question)
 		return
 	case msg.progress != nil:
 		r.toolProgress(st, msg.progress)

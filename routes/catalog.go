@@ -160,7 +160,7 @@ func (s *Server) mountCatalog(r chi.Router) {
 	r.Get("/experimental/capabilities", ok(map[string]any{"backgroundSubagents": false}))
 	r.Get("/experimental/console", ok(map[string]any{"consoleManagedProviders": emptyList, "switchableOrgCount": 0}))
 	for _, p := range []string{"/lsp", "/formatter", "/experimental/workspace", "/experimental/workspace/status",
-		"/project/global/directories", "/question"} {
+		"/project/global/directories"} {
 		r.Get(p, ok(emptyList))
 	}
 	for _, p := range []string{"/mcp", "/experimental/resource", "/provider/auth"} {

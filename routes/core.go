@@ -47,6 +47,8 @@ type Core interface {
 	// Permissions, revert and diffs.
 	Permissions() []lifecycle.PermissionRequest
 	ReplyPermission(ctx context.Context, requestID, reply string) error
+	Questions() []lifecycle.QuestionRequest
+	ReplyQuestion(ctx context.Context, requestID string, answers [][]string, reject bool) error
 	Revert(ctx context.Context, sessionID, messageID, partID string) (opencode.Session, error)
 	Unrevert(ctx context.Context, sessionID string) (opencode.Session, error)
 	SessionDiff(ctx context.Context, sessionID, messageID string) ([]snapshot.FileDiff, error)

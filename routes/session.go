@@ -51,6 +51,9 @@ func (s *Server) mountV1(r chi.Router) {
 	})
 	r.Get("/permission", s.h(v1, s.listPermissions))
 	r.Post("/permission/{requestID}/reply", s.h(v1, s.permissionReply))
+	r.Get("/question", s.h(v1, s.listQuestions))
+	r.Post("/question/{requestID}/reply", s.h(v1, s.questionReply))
+	r.Post("/question/{requestID}/reject", s.h(v1, s.questionReply))
 }
 
 func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) error {
@@ -76,6 +79,41 @@ func (s *Server) permissionReply(w http.ResponseWriter, r *http.Request) error {
 		return validationError(err, "")
 	}
 	if err := s.m.ReplyPermission(detach(r.Context()), id, b.Reply); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+func (s *Server) listQuestions(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, s.m.Questions())
+	return nil
+}
+
+type questionReplyBody struct {
+	Answers *[][]string `json:"answers"`
+}
+
+// questionReply answers (…/reply, {answers}) or dismisses (…/reject) a
+// question the question tool put to the user.
+func (s *Server) questionReply(w http.ResponseWriter, r *http.Request) error {
+	id := chi.URLParam(r, "requestID")
+	if err := identifier.Check(identifier.Question, id); err != nil {
+		return badRequest("Params", "requestID", "Invalid requestID: expected an ID starting with \"que_\"")
+	}
+	reject := strings.HasSuffix(r.URL.Path, "/reject")
+	var answers [][]string
+	if !reject {
+		var b questionReplyBody
+		if err := decodeBody(r, &b, false); err != nil {
+			return err
+		}
+		if b.Answers == nil {
+			return badRequest("Payload", "answers", "Missing key at [\"answers\"]")
+		}
+		answers = *b.Answers
+	}
+	if err := s.m.ReplyQuestion(detach(r.Context()), id, answers, reject); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, true)

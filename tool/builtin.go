@@ -23,6 +23,7 @@ func Builtin() []Tool {
 		Write{},
 		TodoWrite{},
 		WebFetch{},
+		Question{},
 	}
 }
 

@@ -19,6 +19,10 @@ type Call struct {
 	// Progress, if set, receives the running call's metadata as it changes
 	// (bash: the output so far), for clients to show before the call ends.
 	Progress func(metadata map[string]any)
+	// Ask, if set, puts questions to the user and waits for the answers
+	// (one list of chosen labels per question); ErrDismissed when the user
+	// dismisses them.
+	Ask func(ctx context.Context, questions []QuestionInfo) ([][]string, error)
 }
 
 // Result is a finished tool run, shaped for OpenCode's completed tool state.
