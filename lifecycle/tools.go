@@ -120,9 +120,11 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	progress := func(md map[string]any) {
 		r.post(streamMsg{step: n, progress: &toolProgress{callID: callID, metadata: md}})
 	}
+	subtask := r.subtaskFunc(progress)
 	go func() {
 		defer r.m.wg.Done()
-		res, err := r.execTool(ctx, n, c.callID, impl, tool.Call{Dir: dir, Input: args, Progress: progress, Ask: r.askFunc(n, callID)})
+		res, err := r.execTool(ctx, n, c.callID, impl, tool.Call{Dir: dir, Input: args, Progress: progress,
+			Ask: r.askFunc(n, callID), Subtask: subtask})
 		r.post(streamMsg{step: n, tool: &toolResult{callID: c.callID, res: res, err: err}})
 	}()
 }

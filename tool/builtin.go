@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/opencode-server/opencode-server/agent"
 	"io"
 	"os"
 	"path/filepath"
@@ -24,7 +25,19 @@ func Builtin() []Tool {
 		TodoWrite{},
 		WebFetch{},
 		Question{},
+		Task{Subagents: subagents()},
 	}
+}
+
+// subagents are the built-in agents the task tool can start.
+func subagents() []Subagent {
+	var out []Subagent
+	for _, a := range agent.Builtin {
+		if a.Mode == "subagent" {
+			out = append(out, Subagent{Name: a.Name, Description: a.Description})
+		}
+	}
+	return out
 }
 
 // Lookup returns the tool called name, or nil.

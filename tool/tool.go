@@ -23,6 +23,8 @@ type Call struct {
 	// (one list of chosen labels per question); ErrDismissed when the user
 	// dismisses them.
 	Ask func(ctx context.Context, questions []QuestionInfo) ([][]string, error)
+	// Subtask, if set, runs a subagent in a child session (the task tool).
+	Subtask func(ctx context.Context, t Subtask) (SubtaskResult, error)
 }
 
 // Result is a finished tool run, shaped for OpenCode's completed tool state.

@@ -124,7 +124,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestBuiltinSchemas(t *testing.T) {
-	want := []string{"bash", "read", "glob", "grep", "list", "edit", "write", "todowrite", "webfetch", "question"}
+	want := []string{"bash", "read", "glob", "grep", "list", "edit", "write", "todowrite", "webfetch", "question", "task"}
 	tools := Builtin()
 	if len(tools) != len(want) {
 		t.Fatalf("got %d tools", len(tools))
