@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"encoding/json"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 )
@@ -14,13 +16,19 @@ type Rule struct {
 	Action     string `json:"action"` // allow, ask, deny
 }
 
-// Agent is a built-in agent.
+// Agent is an agent: a built-in one, or one from the config.
 type Agent struct {
 	Name        string
 	Description string
-	Mode        string // primary, subagent
+	Mode        string // primary, subagent, all
+	// Native marks the built-in agents.
+	Native bool
 	// Prompt replaces the model's base prompt when set.
 	Prompt string
+	// Model ("provider/model") is the agent's own model, used when a
+	// prompt names none; Temperature and TopP its sampling settings.
+	Model             string
+	Temperature, TopP *float64
 	// Rules apply after the server's defaults and before the config's and
 	// the session's own.
 	Rules []Rule
@@ -30,15 +38,15 @@ type Agent struct {
 // that make them what they are: plan may not edit (except its plan files),
 // general may not keep a todo list, explore may only look.
 var Builtin = []Agent{
-	{Name: "build", Mode: "primary", Description: "The default agent. Executes tools based on configured permissions.",
+	{Name: "build", Mode: "primary", Native: true, Description: "The default agent. Executes tools based on configured permissions.",
 		Rules: []Rule{{"question", "*", "allow"}, {"plan_enter", "*", "allow"}}},
-	{Name: "plan", Mode: "primary", Description: "Plan mode. Disallows all edit tools.",
+	{Name: "plan", Mode: "primary", Native: true, Description: "Plan mode. Disallows all edit tools.",
 		Rules: []Rule{{"question", "*", "allow"}, {"plan_exit", "*", "allow"}, {"task", "general", "deny"},
 			{"edit", "*", "deny"}, {"edit", ".opencode/plans/*.md", "allow"}}},
-	{Name: "general", Mode: "subagent",
+	{Name: "general", Mode: "subagent", Native: true,
 		Description: "General-purpose agent for researching complex questions and executing multi-step tasks. Use this agent to execute multiple units of work in parallel.",
 		Rules:       []Rule{{"todowrite", "*", "deny"}}},
-	{Name: "explore", Mode: "subagent", Prompt: explorePrompt,
+	{Name: "explore", Mode: "subagent", Native: true, Prompt: explorePrompt,
 		Description: "Fast agent specialized for exploring codebases. Use this when you need to quickly find files by patterns, search code for keywords, or answer questions about the codebase.",
 		Rules: []Rule{{"*", "*", "deny"}, {"grep", "*", "allow"}, {"glob", "*", "allow"}, {"list", "*", "allow"},
 			{"bash", "*", "allow"}, {"webfetch", "*", "allow"}, {"websearch", "*", "allow"}, {"read", "*", "allow"}}},
@@ -111,4 +119,53 @@ func Wildcard(pattern, s string) bool {
 	}
 	wildcardCache.Store(pattern, re)
 	return re.MatchString(s)
+}
+
+// ParseRules decodes a session's or config's permission rules: either
+// OpenCode's rule list, or the config map form {"bash": "allow"} /
+// {"bash": {"git *": "allow", "*": "ask"}}.
+func ParseRules(raw json.RawMessage) ([]Rule, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []Rule
+	if err := json.Unmarshal(raw, &list); err == nil {
+		return list, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// "*" first so specific permissions override it; then by name.
+	sort.Slice(keys, func(i, j int) bool {
+		if (keys[i] == "*") != (keys[j] == "*") {
+			return keys[i] == "*"
+		}
+		return keys[i] < keys[j]
+	})
+	var out []Rule
+	for _, k := range keys {
+		var action string
+		if json.Unmarshal(m[k], &action) == nil {
+			out = append(out, Rule{Permission: k, Pattern: "*", Action: action})
+			continue
+		}
+		var pats map[string]string
+		if err := json.Unmarshal(m[k], &pats); err != nil {
+			return nil, err
+		}
+		pk := make([]string, 0, len(pats))
+		for p := range pats {
+			pk = append(pk, p)
+		}
+		sort.Slice(pk, func(i, j int) bool { return len(pk[i]) < len(pk[j]) || len(pk[i]) == len(pk[j]) && pk[i] < pk[j] })
+		for _, p := range pk {
+			out = append(out, Rule{Permission: k, Pattern: p, Action: pats[p]})
+		}
+	}
+	return out, nil
 }

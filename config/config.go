@@ -25,11 +25,28 @@ type File struct {
 	Provider   map[string]ProviderConfig `json:"provider,omitempty"`
 	Permission json.RawMessage           `json:"permission,omitempty"`
 	Username   string                    `json:"username,omitempty"`
+	// Agent is agent.<name>: custom agents, or changes to built-in ones.
+	Agent map[string]AgentConfig `json:"agent,omitempty"`
 	// Instructions are extra instruction files (paths, globs) for the
 	// system prompt; later config files add to earlier ones.
 	Instructions []string `json:"instructions,omitempty"`
 	// Command is OpenCode's custom commands: command.<name>.
 	Command map[string]CommandConfig `json:"command,omitempty"`
+}
+
+// AgentConfig is agent.<name> (or an agent markdown file's front matter,
+// its body being the prompt).
+type AgentConfig struct {
+	Description string          `json:"description,omitempty"`
+	Mode        string          `json:"mode,omitempty"` // primary, subagent, all
+	Model       string          `json:"model,omitempty"`
+	Prompt      string          `json:"prompt,omitempty"`
+	Temperature *float64        `json:"temperature,omitempty"`
+	TopP        *float64        `json:"top_p,omitempty"`
+	Tools       map[string]bool `json:"tools,omitempty"`
+	Permission  json.RawMessage `json:"permission,omitempty"`
+	Disable     bool            `json:"disable,omitempty"`
+	Steps       int             `json:"steps,omitempty"`
 }
 
 // CommandConfig is command.<name>: a prompt template run by /name.
@@ -164,6 +181,12 @@ func (f *File) merge(o *File) {
 	}
 	if len(o.Permission) > 0 {
 		f.Permission = o.Permission
+	}
+	for name, a := range o.Agent {
+		if f.Agent == nil {
+			f.Agent = map[string]AgentConfig{}
+		}
+		f.Agent[name] = a
 	}
 	for name, c := range o.Command {
 		if f.Command == nil {

@@ -207,3 +207,62 @@ func TestAgentsAndTodos(t *testing.T) {
 		}
 	}
 }
+
+// TestConfiguredAgent: an agent from a markdown file in the project's
+// .opencode/agent (prompt, temperature, tools) is listed by GET /agent,
+// accepted by a prompt, and shapes its model call: its prompt replaces the
+// base prompt, its temperature is sent, its denied tools are not offered.
+func TestConfiguredAgent(t *testing.T) {
+	proj := t.TempDir()
+	md := "---\ndescription: Reviews code\nmode: primary\ntemperature: 0.2\ntools:\n  bash: false\n---\nYou review code and never change it.\n"
+	if err := os.MkdirAll(filepath.Join(proj, ".opencode", "agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, ".opencode", "agent", "reviewer.md"), []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stub := stubmodel.NewServer(t, stubmodel.Directives)
+	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), ""), Directory: proj})
+	r, err := http.Get(srv.URL + "/agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agents []struct {
+		Name, Mode  string
+		Native      bool
+		Temperature *float64
+	}
+	json.NewDecoder(r.Body).Decode(&agents)
+	r.Body.Close()
+	found := false
+	for _, a := range agents {
+		if a.Name == "reviewer" {
+			found = a.Mode == "primary" && !a.Native && a.Temperature != nil && *a.Temperature == 0.2
+		}
+	}
+	if !found {
+		t.Fatalf("GET /agent: %+v", agents)
+	}
+	sid := newSession(t, srv.URL)
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"agent":"reviewer","parts":[{"type":"text","text":"look"}]}`); code != 200 {
+		t.Fatalf("prompt: %d %s", code, b)
+	}
+	var req struct {
+		Temperature *float64 `json:"temperature"`
+	}
+	raw := stub.Requests()
+	json.Unmarshal(raw[0], &req)
+	reqs := decodeRequests(t, raw)
+	if !strings.HasPrefix(reqs[0].Messages[0].Content, "You review code and never change it.\n") {
+		t.Errorf("system prompt: %.80q", reqs[0].Messages[0].Content)
+	}
+	if req.Temperature == nil || *req.Temperature != 0.2 {
+		t.Errorf("temperature %v", req.Temperature)
+	}
+	if strings.Contains(strings.Join(reqs[0].tools(), ","), "bash") {
+		t.Errorf("bash offered to an agent that denies it: %v", reqs[0].tools())
+	}
+	if code, _ := post(t, srv.URL+"/session/"+sid+"/message", `{"agent":"nobody","parts":[{"type":"text","text":"x"}]}`); code != 400 {
+		t.Errorf("an unknown agent: %d, want 400", code)
+	}
+}

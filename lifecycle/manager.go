@@ -10,6 +10,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/identifier"
 	"log/slog"
 	"sort"
@@ -64,6 +65,8 @@ type Config struct {
 	SmallProviderID, SmallModelID string
 	Instructions                  []string
 	NoClaude, NoProject           bool
+	// Agents are the server's agents (agent.Resolve); nil: the built-in ones.
+	Agents []agent.Agent
 	// IDs mints the IDs the core creates (assistant messages, parts,
 	// events, forked sessions): the process-wide generator when nil.
 	IDs    *identifier.Generator
@@ -109,6 +112,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Agents == nil {
+		cfg.Agents = agent.Builtin
 	}
 	if cfg.IDs == nil {
 		cfg.IDs = identifier.Default()
@@ -525,3 +531,16 @@ func (m *Manager) MessagesPage(ctx context.Context, sessionID string, q PageQuer
 	}
 	return page, err
 }
+
+// agent finds one of the server's agents by name.
+func (m *Manager) agent(name string) (agent.Agent, bool) {
+	for _, a := range m.cfg.Agents {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return agent.Agent{}, false
+}
+
+// Agents are the server's agents, built-in and configured (GET /agent).
+func (m *Manager) Agents() []agent.Agent { return m.cfg.Agents }

@@ -41,54 +41,8 @@ func evaluate(rulesets [][]Rule, permission, pattern string) string {
 	return action
 }
 
-// ParseRules decodes a session's or config's permission rules: either
-// OpenCode's rule list, or the config map form {"bash": "allow"} /
-// {"bash": {"git *": "allow", "*": "ask"}}.
-func ParseRules(raw json.RawMessage) ([]Rule, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var list []Rule
-	if err := json.Unmarshal(raw, &list); err == nil {
-		return list, nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	// "*" first so specific permissions override it; then by name.
-	sort.Slice(keys, func(i, j int) bool {
-		if (keys[i] == "*") != (keys[j] == "*") {
-			return keys[i] == "*"
-		}
-		return keys[i] < keys[j]
-	})
-	var out []Rule
-	for _, k := range keys {
-		var action string
-		if json.Unmarshal(m[k], &action) == nil {
-			out = append(out, Rule{Permission: k, Pattern: "*", Action: action})
-			continue
-		}
-		var pats map[string]string
-		if err := json.Unmarshal(m[k], &pats); err != nil {
-			return nil, err
-		}
-		pk := make([]string, 0, len(pats))
-		for p := range pats {
-			pk = append(pk, p)
-		}
-		sort.Slice(pk, func(i, j int) bool { return len(pk[i]) < len(pk[j]) || len(pk[i]) == len(pk[j]) && pk[i] < pk[j] })
-		for _, p := range pk {
-			out = append(out, Rule{Permission: k, Pattern: p, Action: pats[p]})
-		}
-	}
-	return out, nil
-}
+// ParseRules reads OpenCode's permission config (see agent.ParseRules).
+func ParseRules(raw json.RawMessage) ([]Rule, error) { return agent.ParseRules(raw) }
 
 // PermissionRequest is OpenCode's PermissionRequest.
 type PermissionRequest struct {

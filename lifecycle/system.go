@@ -1,6 +1,9 @@
 package lifecycle
 
 import (
+	"strings"
+
+	"github.com/opencode-server/opencode-server/opencode"
 	"slices"
 
 	"github.com/opencode-server/opencode-server/agent"
@@ -12,7 +15,7 @@ import (
 // call's goroutine runs it, off the runner and overlapping the step's
 // commit; everything it needs is captured now.
 func (r *runner) systemFor(tu *turn) func() string {
-	a, _ := agent.Lookup(tu.agent)
+	a, _ := r.m.agent(tu.agent)
 	base := a.Prompt
 	if base == "" {
 		base = agent.BasePrompt(tu.model.ModelID)
@@ -45,7 +48,7 @@ func (r *runner) systemFor(tu *turn) func() string {
 func (r *runner) rulesets() [][]Rule {
 	var agentRules []Rule
 	if r.turn != nil {
-		if a, ok := agent.Lookup(r.turn.agent); ok {
+		if a, ok := r.m.agent(r.turn.agent); ok {
 			agentRules = a.Rules
 		}
 	}
@@ -101,4 +104,17 @@ func withReminder(msgs []provider.Message, reminder string) []provider.Message {
 		}
 	}
 	return msgs
+}
+
+// agentModel is an agent's own model, if it has one the server serves.
+func (r *runner) agentModel(name string) (opencode.MessageModel, bool) {
+	a, ok := r.m.agent(name)
+	if !ok || a.Model == "" {
+		return opencode.MessageModel{}, false
+	}
+	pid, mid, ok := strings.Cut(a.Model, "/")
+	if !ok || !r.m.HasModel(pid, mid) {
+		return opencode.MessageModel{}, false
+	}
+	return opencode.MessageModel{ProviderID: pid, ModelID: mid}, true
 }

@@ -31,8 +31,8 @@ func (r *runner) subtaskFunc(progress func(map[string]any)) func(context.Context
 // text of the subagent's last message. Aborting the caller aborts it.
 func (m *Manager) runSubtask(ctx context.Context, parent opencode.Session, model opencode.MessageModel, t tool.Subtask,
 	progress func(map[string]any)) (tool.SubtaskResult, error) {
-	a, ok := agent.Lookup(t.Agent)
-	if !ok || a.Mode != "subagent" {
+	a, ok := m.agent(t.Agent)
+	if !ok || a.Mode == "primary" {
 		return tool.SubtaskResult{}, fmt.Errorf("Unknown agent type: %s is not a valid agent type", t.Agent)
 	}
 	var child opencode.Session

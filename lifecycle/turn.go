@@ -133,6 +133,9 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 		}
 		if in.Model != nil {
 			r.turn.model = *in.Model
+		} else if m, ok := r.agentModel(r.turn.agent); ok {
+			// OpenCode's order: the prompt's model, the agent's, the session's.
+			r.turn.model = m
 		}
 		msg := userMessage(&in, r.turn.agent, r.turn.model, now)
 		if in.Shown {
@@ -234,6 +237,9 @@ func (r *runner) startStep() {
 		r.usedPlan = true
 	}
 	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, Messages: msgs, Tools: r.toolsFor(tu)}
+	if a, ok := r.m.agent(tu.agent); ok {
+		req.Temperature, req.TopP = a.Temperature, a.TopP
+	}
 	system := r.systemFor(tu)
 	if tu.compact {
 		req, system = compactionRequest(r.id, tu.model.ModelID, tu.transcript), nil

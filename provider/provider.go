@@ -57,6 +57,9 @@ type Request struct {
 	// Purpose is PurposeTitle for a session's title request; "" is a turn's
 	// model call.
 	Purpose string
+	// Temperature and TopP are the agent's sampling settings (nil: the
+	// model's defaults).
+	Temperature, TopP *float64
 }
 
 // PurposeTitle marks the small-model request that names a session.

@@ -2,9 +2,12 @@ package routes
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/opencode-server/opencode-server/agent"
 )
 
 // Catalog is what the server offers: providers with their models, and the
@@ -75,27 +78,39 @@ func (s *Server) location(r *http.Request) map[string]any {
 	return map[string]any{"directory": s.directory(r), "project": map[string]any{"id": "global", "directory": "/"}}
 }
 
-// buildAgent is the primary agent every client expects; its permission
-// rules are the defaults lifecycle applies.
-var agents = []map[string]any{
-	{"name": "build", "description": "The default agent. Executes tools based on configured permissions.", "mode": "primary", "native": true,
-		"permission": []map[string]any{{"permission": "*", "pattern": "*", "action": "allow"},
-			{"permission": "question", "pattern": "*", "action": "deny"}}, "options": map[string]any{}},
-	{"name": "plan", "description": "Plan mode. Disallows all edit tools.", "mode": "primary", "native": true,
-		"permission": []map[string]any{{"permission": "*", "pattern": "*", "action": "allow"},
-			{"permission": "edit", "pattern": "*", "action": "deny"}}, "options": map[string]any{}},
-	{"name": "general", "description": "General-purpose agent for researching complex questions and executing multi-step tasks.", "mode": "subagent", "native": true,
-		"permission": []map[string]any{{"permission": "*", "pattern": "*", "action": "allow"}}, "options": map[string]any{}},
+// agentList is GET /agent: the server's agents in OpenCode's Agent shape,
+// with the rules the lifecycle applies to each (after its defaults).
+func (s *Server) agentList() []map[string]any {
+	agents := s.m.Agents()
+	out := make([]map[string]any, 0, len(agents))
+	for _, a := range agents {
+		rules := make([]map[string]any, 0, len(a.Rules)+1)
+		rules = append(rules, map[string]any{"permission": "*", "pattern": "*", "action": "allow"})
+		for _, r := range a.Rules {
+			rules = append(rules, map[string]any{"permission": r.Permission, "pattern": r.Pattern, "action": r.Action})
+		}
+		item := map[string]any{"name": a.Name, "description": a.Description, "mode": a.Mode, "native": a.Native,
+			"permission": rules, "options": map[string]any{}}
+		if a.Prompt != "" && !a.Native {
+			item["prompt"] = a.Prompt
+		}
+		if pid, mid, ok := strings.Cut(a.Model, "/"); ok {
+			item["model"] = map[string]any{"providerID": pid, "modelID": mid}
+		}
+		if a.Temperature != nil {
+			item["temperature"] = *a.Temperature
+		}
+		if a.TopP != nil {
+			item["topP"] = *a.TopP
+		}
+		out = append(out, item)
+	}
+	return out
 }
 
-// knownAgent reports whether name is an agent /agent lists.
-func knownAgent(name string) bool {
-	for _, a := range agents {
-		if a["name"] == name {
-			return true
-		}
-	}
-	return false
+// knownAgent reports whether name is one of the server's agents.
+func (s *Server) knownAgent(name string) bool {
+	return slices.ContainsFunc(s.m.Agents(), func(a agent.Agent) bool { return a.Name == name })
 }
 
 func (s *Server) mountCatalog(r chi.Router) {
@@ -146,7 +161,7 @@ func (s *Server) mountCatalog(r chi.Router) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"all": list, "default": def, "connected": connected})
 	})
-	r.Get("/agent", ok(agents))
+	r.Get("/agent", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.agentList()) })
 	r.Get("/path", func(w http.ResponseWriter, r *http.Request) {
 		home := homeDir()
 		writeJSON(w, http.StatusOK, map[string]any{"home": home, "state": home + "/.local/state/opencode",

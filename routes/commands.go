@@ -97,7 +97,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if agent == "" {
 		agent = cmd.Agent
 	}
-	if agent != "" && !knownAgent(agent) {
+	if agent != "" && !s.knownAgent(agent) {
 		return badRequest("Payload", "agent", "Agent not found: \""+agent+"\"")
 	}
 	var model *opencode.MessageModel
@@ -243,7 +243,7 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeValid(r, &b); err != nil {
 		return err
 	}
-	if !knownAgent(b.Agent) {
+	if !s.knownAgent(b.Agent) {
 		return badRequest("Payload", "agent", "Agent not found: \""+b.Agent+"\"")
 	}
 	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {

@@ -3,6 +3,8 @@ package routes
 import (
 	"context"
 
+	"github.com/opencode-server/opencode-server/agent"
+
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -35,6 +37,7 @@ type Core interface {
 	SwitchAgent(ctx context.Context, sessionID, messageID, agent string) error
 	SwitchModel(ctx context.Context, sessionID, messageID string, model opencode.ModelRef) error
 	HasModel(providerID, modelID string) bool
+	Agents() []agent.Agent
 
 	// Messages and the log.
 	Messages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error)

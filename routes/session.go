@@ -465,7 +465,7 @@ func (s *Server) decodePrompt(r *http.Request, sessionID string) (*opencode.Inpu
 	if b.Model != nil && !s.m.HasModel(b.Model.ProviderID, b.Model.ModelID) {
 		return nil, badRequest("Payload", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ModelID)
 	}
-	if b.Agent != "" && !knownAgent(b.Agent) {
+	if b.Agent != "" && !s.knownAgent(b.Agent) {
 		return nil, badRequest("Payload", "agent", "Agent not found: \""+b.Agent+"\"")
 	}
 	if b.Delivery != "" && !b.Delivery.Valid() {

@@ -21,7 +21,7 @@ func (s *Server) v2SwitchAgent(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeValid(r, &b); err != nil {
 		return err
 	}
-	if !knownAgent(b.Agent) {
+	if !s.knownAgent(b.Agent) {
 		return badRequest("Payload", "agent", "Agent not found: \""+b.Agent+"\"")
 	}
 	if err := s.m.SwitchAgent(detach(r.Context()), id, s.ids.NewMessage(), b.Agent); err != nil {

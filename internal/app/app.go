@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"github.com/opencode-server/opencode-server/agent"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -135,11 +136,15 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	agents, err := agent.Resolve(o.Config.Agent, append([]string{config.GlobalDir()}, agent.ProjectConfigDirs(o.Directory)...))
+	if err != nil {
+		return nil, err
+	}
 	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: models[modelKey{defProvider, defModel}],
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
 		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir),
 		Home: home, ConfigDir: config.GlobalDir(), Instructions: o.Config.Instructions,
-		SmallProviderID: smallPID, SmallModelID: smallMID,
+		SmallProviderID: smallPID, SmallModelID: smallMID, Agents: agents,
 		NoClaude: noClaude, NoProject: os.Getenv("OPENCODE_DISABLE_PROJECT_CONFIG") != "",
 		Tools: o.Tools, Rules: rules,
 		Resolve: func(pid, mid string) (provider.Provider, bool) {

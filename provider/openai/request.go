@@ -11,6 +11,8 @@ type chatRequest struct {
 	Model         string            `json:"model"`
 	Messages      []json.RawMessage `json:"messages"`
 	Tools         []chatTool        `json:"tools,omitempty"`
+	Temperature   *float64          `json:"temperature,omitempty"`
+	TopP          *float64          `json:"top_p,omitempty"`
 	Stream        bool              `json:"stream"`
 	StreamOptions streamOptions     `json:"stream_options"`
 }
@@ -59,6 +61,8 @@ func buildRequest(req provider.Request) chatRequest {
 		Messages:      make([]json.RawMessage, 0, len(req.Messages)+1),
 		Stream:        true,
 		StreamOptions: streamOptions{IncludeUsage: true},
+		Temperature:   req.Temperature,
+		TopP:          req.TopP,
 	}
 	if req.System != "" {
 		out.Messages = append(out.Messages, encodeMessage(provider.Message{Role: "system", Content: req.System}))
