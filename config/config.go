@@ -25,6 +25,8 @@ type File struct {
 	Provider   map[string]ProviderConfig `json:"provider,omitempty"`
 	Permission json.RawMessage           `json:"permission,omitempty"`
 	Username   string                    `json:"username,omitempty"`
+	// MCP is mcp.<name>: the MCP servers whose tools the model gets.
+	MCP map[string]MCPConfig `json:"mcp,omitempty"`
 	// Agent is agent.<name>: custom agents, or changes to built-in ones.
 	Agent map[string]AgentConfig `json:"agent,omitempty"`
 	// Instructions are extra instruction files (paths, globs) for the
@@ -32,6 +34,19 @@ type File struct {
 	Instructions []string `json:"instructions,omitempty"`
 	// Command is OpenCode's custom commands: command.<name>.
 	Command map[string]CommandConfig `json:"command,omitempty"`
+}
+
+// MCPConfig is mcp.<name>: a local server (a command speaking MCP on
+// stdio) or a remote one (an HTTP URL).
+type MCPConfig struct {
+	Type        string            `json:"type"` // local, remote
+	Command     []string          `json:"command,omitempty"`
+	Environment map[string]string `json:"environment,omitempty"`
+	URL         string            `json:"url,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	Enabled     *bool             `json:"enabled,omitempty"`
+	// Timeout is how long connecting and listing tools may take, in ms.
+	Timeout int `json:"timeout,omitempty"`
 }
 
 // AgentConfig is agent.<name> (or an agent markdown file's front matter,
@@ -181,6 +196,12 @@ func (f *File) merge(o *File) {
 	}
 	if len(o.Permission) > 0 {
 		f.Permission = o.Permission
+	}
+	for name, m := range o.MCP {
+		if f.MCP == nil {
+			f.MCP = map[string]MCPConfig{}
+		}
+		f.MCP[name] = m
 	}
 	for name, a := range o.Agent {
 		if f.Agent == nil {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencode-server/opencode-server/config"
+	"github.com/opencode-server/opencode-server/internal/mcpstub"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 )
@@ -264,5 +266,38 @@ func TestConfiguredAgent(t *testing.T) {
 	}
 	if code, _ := post(t, srv.URL+"/session/"+sid+"/message", `{"agent":"nobody","parts":[{"type":"text","text":"x"}]}`); code != 400 {
 		t.Errorf("an unknown agent: %d, want 400", code)
+	}
+}
+
+// TestMCPTool: a local MCP server from the config (the test binary as a
+// tiny stdio server) contributes its tool as "<server>_<tool>"; the model
+// calls it and gets its answer; GET /mcp says it is connected.
+func TestMCPTool(t *testing.T) {
+	stub := stubmodel.NewServer(t, stubmodel.Directives)
+	cfg := stubConfig(stub.URL(), "")
+	cfg.MCP = map[string]config.MCPConfig{"stub": {Type: "local", Command: []string{os.Args[0], "-test.run=^$"},
+		Environment: map[string]string{mcpstub.Env: "1"}}}
+	srv := testserver.Start(t, testserver.Options{Config: cfg})
+	r, err := http.Get(srv.URL + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status map[string]struct{ Status string }
+	json.NewDecoder(r.Body).Decode(&status)
+	r.Body.Close()
+	if status["stub"].Status != "connected" {
+		t.Fatalf("GET /mcp = %+v", status)
+	}
+	sid := newSession(t, srv.URL)
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"call:stub_shout {\"text\":\"hi there\"} then: shouted"}]}`); code != 200 {
+		t.Fatalf("prompt: %d %s", code, b)
+	}
+	reqs := decodeRequests(t, stub.Requests())
+	if len(reqs) != 2 || !strings.Contains(","+strings.Join(reqs[0].tools(), ",")+",", ",stub_shout,") {
+		t.Fatalf("tools offered: %v", reqs[0].tools())
+	}
+	last := reqs[1].Messages[len(reqs[1].Messages)-1]
+	if last.Role != "tool" || last.Content != "HI THERE" {
+		t.Errorf("MCP tool result %+v", last)
 	}
 }

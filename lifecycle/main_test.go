@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/opencode-server/opencode-server/internal/mcpstub"
 	"io"
 	"net/http"
 	"strings"
@@ -23,6 +24,7 @@ import (
 type opencodeEvent = opencode.Event
 
 func TestMain(m *testing.M) {
+	mcpstub.MaybeServe() // the test binary doubles as a stdio MCP server
 	goleak.VerifyTestMain(m)
 }
 

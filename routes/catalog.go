@@ -178,7 +178,14 @@ func (s *Server) mountCatalog(r chi.Router) {
 		"/project/global/directories"} {
 		r.Get(p, ok(emptyList))
 	}
-	for _, p := range []string{"/mcp", "/experimental/resource", "/provider/auth"} {
+	r.Get("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.MCP == nil {
+			writeJSON(w, http.StatusOK, emptyObject)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.cfg.MCP())
+	})
+	for _, p := range []string{"/experimental/resource", "/provider/auth"} {
 		r.Get(p, ok(emptyObject))
 	}
 

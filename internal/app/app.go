@@ -6,6 +6,7 @@ package app
 import (
 	"context"
 	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/mcp"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -56,7 +57,9 @@ type App struct {
 	Bus     *eventbus.Bus
 	Handler http.Handler
 	Model   *scripted.Model
-	done    chan struct{}
+	// MCP are the connected MCP servers of the config.
+	MCP  *mcp.Servers
+	done chan struct{}
 }
 
 type modelKey struct{ provider, model string }
@@ -74,7 +77,15 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if o.Tools == nil {
 		o.Tools = append(tool.Builtin(), tool.Skill{Home: home, ConfigDir: config.GlobalDir(), NoClaude: noClaude})
 	}
-	a := &App{Bus: eventbus.New(), Model: scripted.New(o.Scripted), done: make(chan struct{})}
+	servers := mcp.Start(ctx, o.Config.MCP, o.Directory, o.Logger)
+	started := false
+	defer func() {
+		if !started {
+			servers.Close() // a failed start leaves no server process behind
+		}
+	}()
+	o.Tools = append(o.Tools, servers.Tools()...)
+	a := &App{Bus: eventbus.New(), Model: scripted.New(o.Scripted), done: make(chan struct{}), MCP: servers}
 	var def provider.Provider = a.Model
 	if o.Provider != nil {
 		def = o.Provider
@@ -161,7 +172,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
-		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command})
+		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: func() any { return servers.Status() }})
+	started = true
 	return a, nil
 }
 
@@ -181,4 +193,5 @@ func (a *App) Shutdown() {
 func (a *App) Close() {
 	a.Shutdown()
 	a.Manager.Close()
+	a.MCP.Close()
 }
