@@ -1,0 +1,482 @@
+package wire
+
+// TestRecordPromptReference records what the real `opencode serve` 1.18.33
+// sends to an OpenAI-compatible model for a few prompts:
+//
+//	go test ./wire -run TestRecordPromptReference -prompt.record -v -timeout 10m
+//
+// For every case it builds a fresh project directory and a fresh HOME
+// (XDG_CONFIG_HOME=$HOME/.config, XDG_DATA_HOME=$HOME/.local/share, ...; the
+// stub provider of /work/shared/reference/opencode.json goes into
+// $HOME/.config/opencode/opencode.json), starts the real binary there on
+// 127.0.0.1:147xx, sends the case's prompts through the v1 routes (POST
+// /session, then the blocking POST /session/{id}/message, with the session's
+// directory in the x-opencode-directory header as the SDK sends it), and
+// writes every chat request the model got to
+// testdata/reference/prompt/<case>.json: "requests" are the turns' model
+// calls in order, "titles" the session title requests (no tools, a system
+// prompt about a title), each with the request's headers and its whole JSON
+// body, key order kept, normalised (project dir -> <DIR>, HOME -> <HOME>,
+// "Today's date: ..." -> <DATE>, prt_/msg_/ses_/call_ IDs -> <prt_1>...).
+//
+// The model is stubmodel.Echo behind a recording reverse proxy: the proxy
+// sees every request in arrival order whatever the stub does with title
+// requests. The binary is -prompt.opencode, else $OPENCODE_BIN, else the e2e
+// tests' install under ~/.cache/opencode-server-e2e. Without -prompt.record
+// the test is skipped.
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
+)
+
+var (
+	promptRecord   = flag.Bool("prompt.record", false, "record testdata/reference/prompt from the real opencode serve (TestRecordPromptReference)")
+	promptOpencode = flag.String("prompt.opencode", "", "the opencode 1.18.33 binary (default $OPENCODE_BIN, else ~/.cache/opencode-server-e2e/node_modules/opencode-linux-x64/bin/opencode)")
+	promptOnly     = flag.String("prompt.only", "", "comma list of prompt cases to record (default all)")
+)
+
+const promptRefDir = "../testdata/reference/prompt"
+
+// promptCase is one recorded case: a project to build and prompts to send.
+type promptCase struct {
+	Name string
+	// Setup writes the project (dir) and the global config (home) and
+	// returns the session's directory.
+	Setup   func(t *testing.T, dir, home string) string
+	Prompts []string // v1 POST /session/{id}/message bodies, one session
+	// NeedTitle waits for the session's title request before stopping.
+	NeedTitle bool
+}
+
+var promptCases = []promptCase{
+	{
+		Name: "instructions",
+		Setup: func(t *testing.T, dir, home string) string {
+			writeTree(t, dir, map[string]string{
+				"AGENTS.md":                       "Root rules: use tabs.\n",
+				"CLAUDE.md":                       "Claude rules: must be ignored, AGENTS.md exists.\n",
+				"pkg/AGENTS.md":                   "Pkg rules.\n",
+				"pkg/main.go":                     "package pkg\n",
+				"docs/rules.md":                   "Docs rules.\n",
+				"opencode.json":                   `{"$schema":"https://opencode.ai/config.json","instructions":["docs/rules.md"]}` + "\n",
+				".opencode/skill/review/SKILL.md": "---\nname: review\ndescription: Review code carefully.\n---\n\nRead the diff, then the tests. Say what is wrong and why.\n",
+			})
+			writeTree(t, home, map[string]string{".config/opencode/AGENTS.md": "Global rules.\n"})
+			gitInit(t, dir)
+			return filepath.Join(dir, "pkg")
+		},
+		Prompts:   []string{`{"parts":[{"type":"text","text":"hello there"}],"system":"Extra system text."}`},
+		NeedTitle: true,
+	},
+	{
+		Name:      "plan",
+		Setup:     simpleProject,
+		Prompts:   []string{`{"parts":[{"type":"text","text":"plan a refactor of main.go"}],"agent":"plan"}`},
+		NeedTitle: true,
+	},
+	{
+		Name:      "tools-off",
+		Setup:     simpleProject,
+		Prompts:   []string{`{"parts":[{"type":"text","text":"no shell please"}],"tools":{"bash":false}}`},
+		NeedTitle: true,
+	},
+	{
+		Name:      "title",
+		Setup:     simpleProject,
+		Prompts:   []string{`{"parts":[{"type":"text","text":"Fix the flaky test in main_test.go\nIt fails one run in ten."}]}`},
+		NeedTitle: true,
+	},
+}
+
+// simpleProject is a git repository with a root AGENTS.md, the session at
+// its root.
+func simpleProject(t *testing.T, dir, _ string) string {
+	writeTree(t, dir, map[string]string{
+		"AGENTS.md": "Root rules: use tabs.\n",
+		"main.go":   "package main\n\nfunc main() {}\n",
+	})
+	gitInit(t, dir)
+	return dir
+}
+
+func writeTree(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for name, text := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, p, []byte(text))
+	}
+}
+
+// gitInit makes dir a git repository with one commit of everything in it.
+func gitInit(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main"},
+		{"add", "-A"},
+		{"-c", "user.name=Recorder", "-c", "user.email=recorder@example.invalid", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "initial"},
+	} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+}
+
+// modelRecorder is a reverse proxy in front of the stub model that keeps
+// every chat request, in arrival order.
+type modelRecorder struct {
+	mu   sync.Mutex
+	reqs []recordedRequest
+}
+
+type recordedRequest struct {
+	Path   string
+	Header http.Header
+	Body   []byte
+}
+
+func (m *modelRecorder) handler(stubURL string) http.Handler {
+	u, _ := url.Parse(stubURL)
+	u.Path = ""
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.FlushInterval = -1
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			m.mu.Lock()
+			m.reqs = append(m.reqs, recordedRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+			m.mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	})
+}
+
+func (m *modelRecorder) all() []recordedRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]recordedRequest(nil), m.reqs...)
+}
+
+// isTitleRequest is stubmodel's title test: no tools, and a first system
+// message that talks about a title.
+func isTitleRequest(body []byte) bool {
+	var req stubmodel.Request
+	if json.Unmarshal(body, &req) != nil {
+		return false
+	}
+	if len(req.Tools) > 0 || len(req.Messages) == 0 || req.Messages[0].Role != "system" {
+		return false
+	}
+	return strings.Contains(strings.ToLower(req.Messages[0].Content), "title")
+}
+
+func opencodeBinary(t *testing.T) string {
+	t.Helper()
+	bin := *promptOpencode
+	if bin == "" {
+		bin = os.Getenv("OPENCODE_BIN")
+	}
+	if bin == "" {
+		home, _ := os.UserHomeDir()
+		bin = filepath.Join(home, ".cache/opencode-server-e2e/node_modules/opencode-linux-x64/bin/opencode")
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatalf("opencode binary %s: %v (set -prompt.opencode or OPENCODE_BIN)", bin, err)
+	}
+	if v := strings.TrimSpace(string(out)); v != "1.18.33" {
+		t.Logf("warning: %s is opencode %s, the references are for 1.18.33", bin, v)
+	}
+	return bin
+}
+
+func TestRecordPromptReference(t *testing.T) {
+	if !*promptRecord {
+		t.Skip("records testdata/reference/prompt from the real server; run with -prompt.record")
+	}
+	bin := opencodeBinary(t)
+	if err := os.MkdirAll(promptRefDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range promptCases {
+		if *promptOnly != "" && !strings.Contains(","+*promptOnly+",", ","+pc.Name+",") {
+			continue
+		}
+		t.Run(pc.Name, func(t *testing.T) { recordPromptCase(t, bin, pc) })
+	}
+}
+
+func recordPromptCase(t *testing.T, bin string, pc promptCase) {
+	root, err := os.MkdirTemp("", "prompt-ref-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, err = filepath.EvalSymlinks(root); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("work dir kept: %s (serve.log)", root)
+			return
+		}
+		_ = os.RemoveAll(root)
+	})
+	dir, home := filepath.Join(root, "project"), filepath.Join(root, "home")
+	for _, d := range []string{dir, home + "/.config/opencode", home + "/.local/share", home + "/.local/state", home + "/.cache"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	stub := stubmodel.NewServer(t, stubmodel.Echo)
+	rec := &modelRecorder{}
+	proxy := httptest.NewServer(rec.handler(stub.URL()))
+	t.Cleanup(proxy.Close)
+	cfg, err := os.ReadFile("/work/shared/reference/opencode.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(home, ".config/opencode/opencode.json"), bytes.ReplaceAll(cfg, []byte("MODEL_BASE_URL"), []byte(proxy.URL+"/v1")))
+	sessionDir := pc.Setup(t, dir, home)
+
+	port := freePort(t, 14700, 14799)
+	logf, err := os.Create(filepath.Join(root, "serve.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, "serve", "--hostname", "127.0.0.1", "--port", strconv.Itoa(port), "--print-logs")
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Killed with the test binary, even when a timeout panics it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.Env = append(cleanEnv(),
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+home+"/.config",
+		"XDG_DATA_HOME="+home+"/.local/share",
+		"XDG_STATE_HOME="+home+"/.local/state",
+		"XDG_CACHE_HOME="+home+"/.cache",
+		"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
+	)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopPid(cmd.Process.Pid); _ = cmd.Wait() })
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitHealth(t, base, root)
+
+	call := func(method, path, body string) []byte {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-opencode-directory", url.PathEscape(sessionDir))
+		resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return b
+	}
+	var ses struct {
+		ID        string `json:"id"`
+		Directory string `json:"directory"`
+	}
+	if err := json.Unmarshal(call("POST", "/session", "{}"), &ses); err != nil || ses.ID == "" {
+		t.Fatalf("POST /session: %v", err)
+	}
+	if ses.Directory != sessionDir {
+		t.Errorf("session directory %q, want %q", ses.Directory, sessionDir)
+	}
+	for _, p := range pc.Prompts {
+		call("POST", "/session/"+ses.ID+"/message", p)
+	}
+	// The title request is sent beside the first turn; wait for it, then for
+	// the model to stay quiet.
+	deadline := time.Now().Add(30 * time.Second)
+	for pc.NeedTitle && time.Now().Before(deadline) {
+		n := 0
+		for _, r := range rec.all() {
+			if isTitleRequest(r.Body) {
+				n++
+			}
+		}
+		if n > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for last := len(rec.all()); ; {
+		time.Sleep(1500 * time.Millisecond)
+		if n := len(rec.all()); n == last {
+			break
+		} else {
+			last = n
+		}
+	}
+
+	norm := newPromptNormaliser(map[string]string{dir: "<DIR>", home: "<HOME>", root: "<ROOT>"})
+	out := struct {
+		Case     string          `json:"case"`
+		Opencode string          `json:"opencode"`
+		Session  string          `json:"sessionDirectory"`
+		Prompts  []any           `json:"prompts"`
+		Requests []promptRequest `json:"requests"`
+		Titles   []promptRequest `json:"titles"`
+	}{Case: pc.Name, Opencode: "1.18.33", Session: norm.text(sessionDir), Requests: []promptRequest{}, Titles: []promptRequest{}}
+	for _, p := range pc.Prompts {
+		out.Prompts = append(out.Prompts, json.RawMessage(p))
+	}
+	dateLogged := false
+	for _, r := range rec.all() {
+		if d := dateRE.Find(r.Body); d != nil && !dateLogged {
+			t.Logf("normalised %q", d) // Date.toDateString(): "Today's date: Mon Nov 30 2026"
+			dateLogged = true
+		}
+		pr := promptRequest{Path: r.Path, Header: map[string]string{}, Body: json.RawMessage(norm.text(string(r.Body)))}
+		for k, v := range r.Header {
+			switch strings.ToLower(k) {
+			case "content-length", "accept-encoding", "connection":
+				continue
+			}
+			pr.Header[strings.ToLower(k)] = norm.text(strings.Join(v, ", "))
+		}
+		if !json.Valid(pr.Body) {
+			t.Fatalf("normalised request body is not JSON: %s", pr.Body)
+		}
+		if isTitleRequest(r.Body) {
+			out.Titles = append(out.Titles, pr)
+		} else {
+			out.Requests = append(out.Requests, pr)
+		}
+	}
+	if len(out.Requests) == 0 {
+		t.Errorf("the model got no turn request")
+	}
+	if pc.NeedTitle && len(out.Titles) == 0 {
+		t.Errorf("the model got no title request")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{root, "prompt-ref-"} {
+		if bytes.Contains(buf.Bytes(), []byte(leak)) {
+			t.Errorf("%s left in the output", leak)
+		}
+	}
+	writeFile(t, filepath.Join(promptRefDir, pc.Name+".json"), buf.Bytes())
+	t.Logf("%s: %d turn requests, %d title requests", pc.Name, len(out.Requests), len(out.Titles))
+}
+
+type promptRequest struct {
+	Path   string            `json:"path"`
+	Header map[string]string `json:"headers"`
+	Body   json.RawMessage   `json:"body"`
+}
+
+// cleanEnv is the test's environment without what would point the real
+// server at the user's own home, config or credentials.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "HOME" || strings.HasPrefix(k, "XDG_") || strings.HasPrefix(k, "OPENCODE") ||
+			strings.HasSuffix(k, "_API_KEY") || strings.HasPrefix(k, "ANTHROPIC") || strings.HasPrefix(k, "OPENAI") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func waitHealth(t *testing.T, base, root string) {
+	t.Helper()
+	// A request that arrives while the server is still starting may never
+	// be answered: ask with a short timeout, again and again.
+	c := &http.Client{Timeout: 2 * time.Second}
+	for i := 0; i < 150; i++ {
+		resp, err := c.Get(base + "/global/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(root, "serve.log"))
+	t.Fatalf("opencode serve did not come up:\n%s", log)
+}
+
+// promptNormaliser replaces paths (longest first), the date and random IDs.
+type promptNormaliser struct {
+	paths []string
+	repl  map[string]string
+	ids   map[string]string
+	count map[string]int
+}
+
+var (
+	dateRE = regexp.MustCompile(`Today's date: [^"\\]*`)
+	idRE   = regexp.MustCompile(`\b(prt|msg|ses|call|toolu|tool)_[A-Za-z0-9]{8,}\b`)
+)
+
+func newPromptNormaliser(paths map[string]string) *promptNormaliser {
+	n := &promptNormaliser{repl: paths, ids: map[string]string{}, count: map[string]int{}}
+	for p := range paths {
+		n.paths = append(n.paths, p)
+	}
+	sort.Slice(n.paths, func(i, j int) bool { return len(n.paths[i]) > len(n.paths[j]) })
+	return n
+}
+
+func (n *promptNormaliser) text(s string) string {
+	for _, p := range n.paths {
+		s = strings.ReplaceAll(s, p, n.repl[p])
+	}
+	s = dateRE.ReplaceAllString(s, "Today's date: <DATE>")
+	return idRE.ReplaceAllStringFunc(s, func(id string) string {
+		if r, ok := n.ids[id]; ok {
+			return r
+		}
+		kind, _, _ := strings.Cut(id, "_")
+		n.count[kind]++
+		r := fmt.Sprintf("<%s_%d>", kind, n.count[kind])
+		n.ids[id] = r
+		return r
+	})
+}
