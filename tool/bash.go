@@ -182,19 +182,25 @@ func (t Bash) Run(ctx context.Context, c Call) (Result, error) {
 		meta["aborted"] = true
 		return res, fmt.Errorf("command aborted: %w", ctx.Err())
 	case timedOut:
+		// As OpenCode 1.18.33: the call completes, with what the command
+		// wrote and a note in <shell_metadata>.
 		meta["timeout"] = true
-		res.Output += fmt.Sprintf("\n\n<bash_metadata>\nbash tool terminated command after exceeding timeout %d ms\n</bash_metadata>", timeout.Milliseconds())
-		return res, fmt.Errorf("command timed out after %s and was killed", timeout)
+		if res.Output == "" {
+			res.Output = "(no output)"
+		}
+		res.Output += fmt.Sprintf("\n\n<shell_metadata>\nshell tool terminated command after exceeding timeout %d ms. "+
+			"If this command is expected to take longer and is not waiting for interactive input, retry with a larger timeout value in milliseconds.\n</shell_metadata>",
+			timeout.Milliseconds())
+		return res, nil
 	}
 	var ee *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &ee) {
 		return res, waitErr
 	}
+	// The exit code is in the metadata (exit), as OpenCode reports it: the
+	// output is what the command wrote.
 	if res.Output == "" {
 		res.Output = "(no output)"
-	}
-	if exit != 0 {
-		res.Output += fmt.Sprintf("\n\n(exit code %d)", exit)
 	}
 	return res, nil
 }
