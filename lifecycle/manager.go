@@ -44,6 +44,9 @@ type Config struct {
 	// Price gives a model's dollars per million input and output tokens
 	// (nil or a miss: free).
 	Price func(providerID, modelID string) (input, output float64, ok bool)
+	// OutputLimit is a model's configured output limit (0: none); a model
+	// call asks for at most that many tokens, capped as OpenCode caps it.
+	OutputLimit func(providerID, modelID string) int64
 	// Directory is the default working directory of new sessions.
 	Directory string
 	// Snapshots records project files at each step (revert, step
@@ -544,3 +547,18 @@ func (m *Manager) agent(name string) (agent.Agent, bool) {
 
 // Agents are the server's agents, built-in and configured (GET /agent).
 func (m *Manager) Agents() []agent.Agent { return m.cfg.Agents }
+
+// maxOutput is OpenCode's cap on the tokens a call asks for.
+const maxOutput = 32000
+
+// maxTokens is what a call to model asks for: its output limit, capped;
+// 0 (the provider's default) when the model has none configured.
+func (m *Manager) maxTokens(model opencode.MessageModel) int {
+	if m.cfg.OutputLimit == nil {
+		return 0
+	}
+	if n := m.cfg.OutputLimit(model.ProviderID, model.ModelID); n > 0 {
+		return int(min(n, maxOutput))
+	}
+	return 0
+}

@@ -20,10 +20,11 @@ func (r *runner) requestTitle(text, userSystem string, turnModel opencode.Messag
 	}
 	system := agent.TitlePrompt
 	if userSystem != "" {
-		system += "\n" + userSystem
+		system += "\n\n" + userSystem
 	}
 	req := provider.Request{SessionID: r.id, ModelID: model.ModelID, System: system, Purpose: provider.PurposeTitle,
-		Messages: []provider.Message{{Role: "user", Content: agent.TitleQuestion}, {Role: "user", Content: text}}}
+		MaxTokens: r.m.maxTokens(model),
+		Messages:  []provider.Message{{Role: "user", Content: agent.TitleQuestion}, {Role: "user", Content: text}}}
 	prov := r.m.providerFor(model)
 	r.titling = true
 	r.m.wg.Add(1)

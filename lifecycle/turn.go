@@ -236,7 +236,8 @@ func (r *runner) startStep() {
 	if tu.agent == "plan" {
 		r.usedPlan = true
 	}
-	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, Messages: msgs, Tools: r.toolsFor(tu)}
+	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, Messages: msgs, Tools: r.toolsFor(tu),
+		MaxTokens: r.m.maxTokens(tu.model)}
 	if a, ok := r.m.agent(tu.agent); ok {
 		req.Temperature, req.TopP = a.Temperature, a.TopP
 	}

@@ -57,6 +57,8 @@ type Request struct {
 	// Purpose is PurposeTitle for a session's title request; "" is a turn's
 	// model call.
 	Purpose string
+	// MaxTokens caps the answer (0: the provider's default).
+	MaxTokens int
 	// Temperature and TopP are the agent's sampling settings (nil: the
 	// model's defaults).
 	Temperature, TopP *float64

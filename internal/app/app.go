@@ -97,6 +97,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Models: []routes.ModelInfo{{ID: scripted.ModelID, Name: "Scripted Model", Context: 128000, Output: 4096}}}}}
 	models := map[modelKey]provider.Provider{{scripted.ProviderID, scripted.ModelID}: def}
 	prices := map[modelKey][2]float64{}
+	outputs := map[modelKey]int64{}
 	for _, id := range o.Config.ProviderIDs() {
 		pc := o.Config.Provider[id]
 		if !pc.OpenAICompatible() {
@@ -120,6 +121,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 			}
 			info.Models = append(info.Models, mi)
 			models[modelKey{id, mid}] = p
+			if mc.Limit.Output > 0 {
+				outputs[modelKey{id, mid}] = mc.Limit.Output
+			}
 			if mc.Cost != nil {
 				prices[modelKey{id, mid}] = [2]float64{mc.Cost.Input, mc.Cost.Output}
 			}
@@ -165,7 +169,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Price: func(pid, mid string) (float64, float64, bool) {
 			p, ok := prices[modelKey{pid, mid}]
 			return p[0], p[1], ok
-		}})
+		},
+		OutputLimit: func(pid, mid string) int64 { return outputs[modelKey{pid, mid}] }})
 	if err := a.Manager.Resume(ctx); err != nil {
 		a.Manager.Close()
 		return nil, err

@@ -222,8 +222,9 @@ func TestRequestShape(t *testing.T) {
 		Headers: map[string]string{"X-Title": "opencode"},
 	})
 	req := provider.Request{
-		ModelID: "mock-model",
-		System:  "You are opencode.",
+		ModelID:   "mock-model",
+		MaxTokens: 4096,
+		System:    "You are opencode.",
 		Messages: []provider.Message{
 			{Role: "user", Content: "turn with a tool (h)"},
 			{Role: "assistant", Content: "Hello.", ToolCalls: []provider.ToolCall{
@@ -261,6 +262,8 @@ func TestRequestShape(t *testing.T) {
 		"tools":[
 			{"type":"function","function":{"name":"bash","description":"Run a command","parameters":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}},
 			{"type":"function","function":{"name":"ls","description":"List","parameters":{"type":"object","properties":{}}}}],
+		"tool_choice":"auto",
+		"max_tokens":4096,
 		"stream":true,
 		"stream_options":{"include_usage":true}}`), &want); err != nil {
 		t.Fatal(err)

@@ -9,8 +9,10 @@ import (
 // chatRequest is the body of POST /chat/completions.
 type chatRequest struct {
 	Model         string            `json:"model"`
+	MaxTokens     int               `json:"max_tokens,omitempty"`
 	Messages      []json.RawMessage `json:"messages"`
 	Tools         []chatTool        `json:"tools,omitempty"`
+	ToolChoice    string            `json:"tool_choice,omitempty"`
 	Temperature   *float64          `json:"temperature,omitempty"`
 	TopP          *float64          `json:"top_p,omitempty"`
 	Stream        bool              `json:"stream"`
@@ -58,6 +60,7 @@ var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 func buildRequest(req provider.Request) chatRequest {
 	out := chatRequest{
 		Model:         req.ModelID,
+		MaxTokens:     req.MaxTokens,
 		Messages:      make([]json.RawMessage, 0, len(req.Messages)+1),
 		Stream:        true,
 		StreamOptions: streamOptions{IncludeUsage: true},
@@ -83,6 +86,9 @@ func buildRequest(req provider.Request) chatRequest {
 			Type:     "function",
 			Function: chatToolSpec{Name: t.Name, Description: t.Description, Parameters: params},
 		})
+	}
+	if len(out.Tools) > 0 {
+		out.ToolChoice = "auto" // as the AI SDK sends it when tools are offered
 	}
 	return out
 }

@@ -1,0 +1,234 @@
+package wire
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
+	"github.com/opencode-server/opencode-server/internal/testserver"
+)
+
+// refRequest is a model request as recorded in testdata/reference/prompt.
+type refRequest struct {
+	Body struct {
+		MaxTokens int `json:"max_tokens"`
+		Messages  []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+		Tools []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		} `json:"tools"`
+		ToolChoice string `json:"tool_choice"`
+	} `json:"body"`
+}
+
+// text is a message's content as one string (a string, or the texts of an
+// array of parts joined by newlines).
+func text(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct{ Text string }
+	_ = json.Unmarshal(raw, &parts)
+	var out []string
+	for _, p := range parts {
+		out = append(out, p.Text)
+	}
+	return strings.Join(out, "\n")
+}
+
+func (r refRequest) tools() []string {
+	var out []string
+	for _, t := range r.Body.Tools {
+		out = append(out, t.Function.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// promptRun is what our server sent to the model for a case, normalized as
+// the reference is.
+type promptRun struct {
+	requests, titles []refRequest
+}
+
+var dateLine = regexp.MustCompile(`Today's date: [A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4}`)
+
+func runOurs(t *testing.T, pc promptCase) promptRun {
+	root := t.TempDir()
+	dir, home := filepath.Join(root, "project"), filepath.Join(root, "home")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	sessionDir := pc.Setup(t, dir, home)
+	stub := stubmodel.NewServer(t, stubmodel.Echo)
+	cfg := stubConfig(stub.URL())
+	cfg.SmallModel = cfg.Model
+	if b, err := os.ReadFile(filepath.Join(dir, "opencode.json")); err == nil {
+		var project struct{ Instructions []string }
+		_ = json.Unmarshal(b, &project)
+		cfg.Instructions = project.Instructions // what the binary reads from the project's opencode.json
+	}
+	srv := testserver.Start(t, testserver.Options{Config: cfg, Directory: sessionDir})
+	post := func(path, body string) []byte {
+		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-opencode-directory", sessionDir)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+		}
+		return b
+	}
+	var s struct{ ID string }
+	_ = json.Unmarshal(post("/session", "{}"), &s)
+	for _, p := range pc.Prompts {
+		post("/session/"+s.ID+"/message", p)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(stub.Titles()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	norm := strings.NewReplacer(dir, "<DIR>", home, "<HOME>")
+	decode := func(raws []json.RawMessage) []refRequest {
+		var out []refRequest
+		for _, raw := range raws {
+			b := []byte(dateLine.ReplaceAllString(norm.Replace(string(raw)), "Today's date: <DATE>"))
+			// The paths inside JSON strings are escaped the same way on both sides.
+			var r refRequest
+			if err := json.Unmarshal([]byte(`{"body":`+string(b)+`}`), &r); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	return promptRun{requests: decode(stub.Requests()), titles: decode(stub.Titles())}
+}
+
+func loadRef(t *testing.T, name string) promptRun {
+	b, err := os.ReadFile(filepath.Join(promptRefDir, name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Requests []refRequest `json:"requests"`
+		Titles   []refRequest `json:"titles"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return promptRun{requests: f.Requests, titles: f.Titles}
+}
+
+// sections cuts a system prompt at OpenCode's section headers: what is
+// ours to word (the base prompt, the prose of the skills block, the
+// built-in customize-opencode skill OpenCode ships) is left out; what
+// carries facts is compared exactly.
+func sections(sys string) (env string, instructions []string, skills []string, last string) {
+	if i := strings.Index(sys, "You are powered by the model named"); i >= 0 {
+		sys = sys[i:]
+	}
+	if j := strings.Index(sys, "</env>"); j >= 0 {
+		env, sys = sys[:j+len("</env>")], sys[j+len("</env>"):]
+	}
+	for _, chunk := range strings.Split(sys, "Instructions from: ")[1:] {
+		end := strings.Index(chunk, "\nSkills ")
+		if end < 0 {
+			end = len(chunk)
+		}
+		instructions = append(instructions, strings.TrimRight(chunk[:end], "\n"))
+	}
+	for _, m := range regexp.MustCompile(`(?s)<skill>\s*<name>([^<]*)</name>.*?<location>(.*?)</location>`).FindAllStringSubmatch(sys, -1) {
+		if m[1] != "customize-opencode" {
+			skills = append(skills, m[1]+" @ "+m[2])
+		}
+	}
+	if k := strings.LastIndex(sys, "</available_skills>"); k >= 0 {
+		last = strings.TrimSpace(sys[k+len("</available_skills>"):])
+	}
+	return
+}
+
+// TestPromptMatchesReference: for each recorded case, what our server
+// sends to the model carries what the real opencode serve 1.18.33 sent
+// (testdata/reference/prompt): the same environment block, the same
+// instruction files in the same order, the same skills, the prompt's own
+// system text last, the same tools (ours adds list), the plan reminder on
+// the last user message, the same max_tokens and tool_choice, and a title
+// request of the same shape with the first message.
+func TestPromptMatchesReference(t *testing.T) {
+	for _, pc := range promptCases {
+		t.Run(pc.Name, func(t *testing.T) {
+			ref, ours := loadRef(t, pc.Name), runOurs(t, pc)
+			if len(ours.requests) != len(ref.requests) || len(ours.titles) != len(ref.titles) {
+				t.Fatalf("%d requests and %d titles, the reference %d and %d", len(ours.requests), len(ours.titles), len(ref.requests), len(ref.titles))
+			}
+			for i := range ref.requests {
+				r, o := ref.requests[i].Body, ours.requests[i].Body
+				if o.MaxTokens != r.MaxTokens || o.ToolChoice != r.ToolChoice {
+					t.Errorf("max_tokens %d tool_choice %q, reference %d %q", o.MaxTokens, o.ToolChoice, r.MaxTokens, r.ToolChoice)
+				}
+				rs, os := text(r.Messages[0].Content), text(o.Messages[0].Content)
+				if r.Messages[0].Role != "system" || o.Messages[0].Role != "system" {
+					t.Fatalf("first messages %s/%s", r.Messages[0].Role, o.Messages[0].Role)
+				}
+				renv, rins, rsk, rlast := sections(rs)
+				oenv, oins, osk, olast := sections(os)
+				if oenv != renv {
+					t.Errorf("environment block\n ours %q\n  ref %q", oenv, renv)
+				}
+				if !slices.Equal(oins, rins) {
+					t.Errorf("instructions\n ours %q\n  ref %q", oins, rins)
+				}
+				if !slices.Equal(osk, rsk) {
+					t.Errorf("skills ours %q, ref %q", osk, rsk)
+				}
+				if olast != rlast {
+					t.Errorf("after the skills: ours %q, ref %q", olast, rlast)
+				}
+				otools := slices.DeleteFunc(ours.requests[i].tools(), func(n string) bool { return n == "list" })
+				if !slices.Equal(otools, ref.requests[i].tools()) {
+					t.Errorf("tools\n ours %v\n  ref %v", otools, ref.requests[i].tools())
+				}
+				rl, ol := text(r.Messages[len(r.Messages)-1].Content), text(o.Messages[len(o.Messages)-1].Content)
+				if strings.Contains(rl, "<system-reminder>") != strings.Contains(ol, "<system-reminder>") {
+					t.Errorf("last user message: reminder in the reference %v, in ours %v", strings.Contains(rl, "<system-reminder>"), strings.Contains(ol, "<system-reminder>"))
+				}
+			}
+			for i := range ref.titles {
+				r, o := ref.titles[i].Body, ours.titles[i].Body
+				if len(o.Messages) != len(r.Messages) || len(o.Tools) != 0 || o.MaxTokens != r.MaxTokens {
+					t.Fatalf("title request: %d messages %d tools max_tokens %d, reference %d, 0, %d", len(o.Messages), len(o.Tools), o.MaxTokens, len(r.Messages), r.MaxTokens)
+				}
+				for k := range r.Messages {
+					if o.Messages[k].Role != r.Messages[k].Role {
+						t.Errorf("title message %d: %s, reference %s", k, o.Messages[k].Role, r.Messages[k].Role)
+					}
+				}
+				if n := len(r.Messages) - 1; text(o.Messages[n].Content) != text(r.Messages[n].Content) {
+					t.Errorf("title request's first message %q, reference %q", text(o.Messages[n].Content), text(r.Messages[n].Content))
+				}
+			}
+		})
+	}
+}
