@@ -301,3 +301,76 @@ func TestMCPTool(t *testing.T) {
 		t.Errorf("MCP tool result %+v", last)
 	}
 }
+
+// TestAutoCompaction: a turn whose usage nears the model's context limit
+// (input, cache reads and output beyond the context less the room for an
+// answer) is followed by an automatic compaction turn (auto: true,
+// session.compacted), ahead of what is queued; the next model call starts
+// from the summary, not the whole history.
+func TestAutoCompaction(t *testing.T) {
+	// Summaries are short; everything else is echoed (so the long prompt
+	// fills the context twice: as input and as the answer).
+	stub := stubmodel.NewServer(t, func(req stubmodel.Request) stubmodel.Response {
+		if len(req.Tools) == 0 {
+			return stubmodel.Response{Text: "Summary: the user sent many words."}
+		}
+		return stubmodel.Echo(req)
+	})
+	cfg := stubConfig(stub.URL(), "")
+	m := cfg.Provider["stub"].Models[stubmodel.ModelID]
+	m.Limit.Context, m.Limit.Output = 4096+1500, 4096 // 1500 tokens of room
+	cfg.Provider["stub"].Models[stubmodel.ModelID] = m
+	srv := testserver.Start(t, testserver.Options{Config: cfg})
+	events := eventLog(t, srv.URL)
+	sid := newSession(t, srv.URL)
+	long := strings.Repeat("word ", 1000)
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"`+long+`"}]}`); code != 200 {
+		t.Fatalf("prompt: %d %s", code, b)
+	}
+	timeout := time.After(10 * time.Second)
+	for compacted := false; !compacted; {
+		select {
+		case f := <-events:
+			compacted = f.Type == "session.compacted"
+		case <-timeout:
+			t.Fatal("no session.compacted after a turn over the limit")
+		}
+	}
+	c := newClient(t, srv)
+	c.waitIdle(sid)
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"short one"}]}`); code != 200 {
+		t.Fatalf("prompt: %d %s", code, b)
+	}
+	reqs := decodeRequests(t, stub.Requests())
+	if len(reqs) != 3 {
+		t.Fatalf("%d model calls, want 3 (turn, summary, turn)", len(reqs))
+	}
+	if len(reqs[1].Tools) != 0 || !strings.Contains(reqs[1].Messages[len(reqs[1].Messages)-1].Content, "word word") ||
+		!strings.Contains(reqs[2].Messages[len(reqs[2].Messages)-2].Content, "Summary: the user sent many words.") {
+		t.Errorf("the summary request: tools %v", reqs[1].tools())
+	}
+	for _, msg := range reqs[2].Messages[1:] {
+		if strings.Contains(msg.Content, long) && msg.Role == "user" && !strings.HasPrefix(msg.Content, "You said") {
+			t.Errorf("the call after the compaction still carries the long prompt")
+		}
+	}
+	var msgs []struct {
+		Info  struct{ Role, Agent string }
+		Parts []struct {
+			Type string
+			Auto bool
+		}
+	}
+	r, _ := http.Get(srv.URL + "/session/" + sid + "/message")
+	json.NewDecoder(r.Body).Decode(&msgs)
+	r.Body.Close()
+	auto := false
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			auto = auto || (p.Type == "compaction" && p.Auto)
+		}
+	}
+	if !auto {
+		t.Error("no automatic compaction part")
+	}
+}

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -86,3 +87,44 @@ The next concrete steps, numbered.
 Each path that matters, with why.
 
 Be terse: bullets, not paragraphs. Keep exact file paths, symbols, commands, error messages and identifiers. Do not mention that this is a summary.`
+
+// overflow reports whether a step's usage nears the model's context limit,
+// as OpenCode judges it: the tokens the step saw and wrote (input, cache
+// reads, output) beyond the context less the room kept for an answer.
+// Models with no configured context limit never overflow.
+func (m *Manager) overflow(model opencode.MessageModel, u provider.Usage) bool {
+	if m.cfg.ContextLimit == nil {
+		return false
+	}
+	limit := m.cfg.ContextLimit(model.ProviderID, model.ModelID)
+	if limit <= 0 {
+		return false
+	}
+	reserve := int64(maxOutput)
+	if out := int64(m.maxTokens(model)); out > 0 {
+		reserve = out
+	}
+	usable := limit - reserve
+	return usable > 0 && u.Input+u.CacheRead+u.Output > usable
+}
+
+// autoCompact queues a compaction (auto: true) ahead of the other queued
+// inputs, in the commit that ends the turn that overflowed: the next turn
+// summarizes the conversation, and later model calls start from the
+// summary instead of the whole history.
+func (r *runner) autoCompact(t *outbox, model opencode.MessageModel) {
+	in := CompactInput(r.id, r.m.ids.NewMessage(), r.m.ids.NewPart(), &model, true)
+	in.Minted = true
+	if _, _, err := r.admit(in); err != nil {
+		r.m.log.Warn("automatic compaction not queued", "session", r.id, "err", err)
+		return
+	}
+	// admit appended it; it goes first of the queued inputs.
+	n := len(r.pending) - 1
+	first := slices.IndexFunc(r.pending, func(p *opencode.Input) bool { return p.Delivery == opencode.Queue })
+	if first >= 0 && first < n {
+		c := r.pending[n]
+		copy(r.pending[first+1:], r.pending[first:n])
+		r.pending[first] = c
+	}
+}

@@ -44,6 +44,9 @@ type Config struct {
 	// Price gives a model's dollars per million input and output tokens
 	// (nil or a miss: free).
 	Price func(providerID, modelID string) (input, output float64, ok bool)
+	// ContextLimit is a model's configured context window (0: none; such
+	// a model is never compacted automatically).
+	ContextLimit func(providerID, modelID string) int64
 	// OutputLimit is a model's configured output limit (0: none); a model
 	// call asks for at most that many tokens, capped as OpenCode caps it.
 	OutputLimit func(providerID, modelID string) int64

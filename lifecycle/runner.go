@@ -96,6 +96,8 @@ type turn struct {
 	// startSnap and endSnap are the project's files before the turn's
 	// first step and after its last.
 	startSnap, endSnap string
+	// usage is the last step's reported usage (automatic compaction).
+	usage provider.Usage
 	// users are the user messages delivered into the turn.
 	users []opencode.Message
 }

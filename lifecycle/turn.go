@@ -455,6 +455,7 @@ func (r *runner) endStep(err error) {
 		return
 	}
 	u := st.finish.Usage
+	tu.usage = u
 	total := u.Input + u.Output + u.Reasoning
 	tokens := opencode.Tokens{Total: &total, Input: u.Input, Output: u.Output, Reasoning: u.Reasoning,
 		Cache: opencode.CacheUsage{Read: u.CacheRead}}
@@ -541,6 +542,9 @@ func (r *runner) endTurn() {
 	r.recordAnswers(t, tu)
 	tu.cancel()
 	r.turn = nil
+	if !tu.compact && r.m.overflow(tu.model, tu.usage) {
+		r.autoCompact(t, tu.model)
+	}
 	var res waitResult
 	if tu.last != nil {
 		res.msg = *tu.last

@@ -98,6 +98,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	models := map[modelKey]provider.Provider{{scripted.ProviderID, scripted.ModelID}: def}
 	prices := map[modelKey][2]float64{}
 	outputs := map[modelKey]int64{}
+	contexts := map[modelKey]int64{}
 	for _, id := range o.Config.ProviderIDs() {
 		pc := o.Config.Provider[id]
 		if !pc.OpenAICompatible() {
@@ -121,6 +122,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 			}
 			info.Models = append(info.Models, mi)
 			models[modelKey{id, mid}] = p
+			if mc.Limit.Context > 0 {
+				contexts[modelKey{id, mid}] = mc.Limit.Context
+			}
 			if mc.Limit.Output > 0 {
 				outputs[modelKey{id, mid}] = mc.Limit.Output
 			}
@@ -170,7 +174,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 			p, ok := prices[modelKey{pid, mid}]
 			return p[0], p[1], ok
 		},
-		OutputLimit: func(pid, mid string) int64 { return outputs[modelKey{pid, mid}] }})
+		OutputLimit:  func(pid, mid string) int64 { return outputs[modelKey{pid, mid}] },
+		ContextLimit: func(pid, mid string) int64 { return contexts[modelKey{pid, mid}] }})
 	if err := a.Manager.Resume(ctx); err != nil {
 		a.Manager.Close()
 		return nil, err
