@@ -145,11 +145,18 @@ func startTUI(t *testing.T, srv *server) *tmux {
 // it: stubmodel.Directives) with README.md in the project directory.
 func stubServer(t *testing.T) *server {
 	t.Helper()
+	return stubServerWith(t, "")
+}
+
+// stubServerWith is stubServer with extra model settings (JSON members
+// added to the stub model's config, e.g. a cost table).
+func stubServerWith(t *testing.T, modelExtra string) *server {
+	t.Helper()
 	stub := stubmodel.NewServer(t, stubmodel.Directives, stubmodel.WithChunks(3), stubmodel.WithDelay(30*time.Millisecond))
 	cfg := filepath.Join(t.TempDir(), "opencode.json")
 	body := `{"model":"stub/stub-model","small_model":"stub/stub-model","provider":{"stub":{"npm":"@ai-sdk/openai-compatible",` +
 		`"name":"Stub","options":{"baseURL":"` + stub.URL() + `","apiKey":"k"},"models":{"stub-model":{"name":"Stub Model",` +
-		`"tool_call":true,"limit":{"context":128000,"output":4096}}}}}}`
+		`"tool_call":true,"limit":{"context":128000,"output":4096}` + modelExtra + `}}}}}`
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -386,4 +393,35 @@ func TestTUICommands(t *testing.T) {
 
 	x.typeLine("/compact")
 	x.waitScreen(30*time.Second, "Compaction · Stub Model")
+}
+
+// TestTUIAgentWork: what the TUI shows of the agent's work, from our
+// events: the todo list todowrite keeps, a subagent's task (and the
+// child session's tool calls), and the session's tokens and cost.
+func TestTUIAgentWork(t *testing.T) {
+	t.Parallel()
+	srv := stubServerWith(t, `,"cost":{"input":150,"output":600}`)
+	x := startTUI(t, srv)
+
+	x.typeLine(`call:todowrite {"todos":[{"content":"Write the parser","status":"in_progress","priority":"high"},{"content":"Ship the release","status":"pending","priority":"low"}]} then: planned`)
+	x.waitScreen(30*time.Second, "Done. planned")
+	s := x.waitScreen(10*time.Second, "Write the parser")
+	if !strings.Contains(s, "Ship the release") {
+		t.Errorf("the todo list lacks its second item:\n%s", s)
+	}
+
+	x.typeLine(`call:task {"description":"Scan the files","prompt":"call:glob {\"pattern\":\"*.md\"} then: scanned","subagent_type":"explore"} then: delegated`)
+	x.waitScreen(30*time.Second, "Done. delegated")
+	s = x.waitScreen(10*time.Second, "Explore Task")
+	if !strings.Contains(s, "Scan the files") {
+		t.Errorf("the task line lacks its description:\n%s", s)
+	}
+	// The subagent's own tool call, counted from the child session.
+	x.waitScreen(10*time.Second, "1 toolcall")
+	// Tokens and cost, added up from the assistant messages (the sidebar's
+	// "Context … tokens … $… spent").
+	s = x.waitScreen(10*time.Second, " spent")
+	if !regexp.MustCompile(`[0-9,]+ tokens`).MatchString(s) || !regexp.MustCompile(`\$[0-9]+\.[0-9]{2} spent`).MatchString(s) {
+		t.Errorf("no token and cost figures:\n%s", s)
+	}
 }
