@@ -26,9 +26,12 @@ const (
 type Bash struct{}
 
 type bashInput struct {
-	Command     string   `json:"command"`
-	Timeout     *float64 `json:"timeout"`
-	Description string   `json:"description"`
+	Command string   `json:"command"`
+	Timeout *float64 `json:"timeout"`
+	Workdir string   `json:"workdir"`
+	// Description is accepted (older OpenCode versions asked for one) but
+	// no longer offered, as in 1.18.33.
+	Description string `json:"description"`
 }
 
 func (Bash) Name() string { return "bash" }
@@ -40,15 +43,15 @@ Usage:
 - timeout is in milliseconds: 120000 (2 minutes) by default, at most 600000 (10 minutes). A command still running then is killed.
 - stdout and stderr are returned together; output beyond 30 KB is truncated in the middle.
 - The command runs in its own process group; when it exits, times out or is aborted, every process it started is killed, so do not rely on background processes surviving.
-- description is a short (5-10 words) explanation of what the command does.
+- workdir runs the command in that directory (inside the session directory); use it instead of cd.
 - Prefer the read, write, edit, glob, grep and list tools over cat, sed, find and grep.`
 }
 
 func (Bash) Parameters() json.RawMessage {
-	return schema([]string{"command", "description"},
+	return schema([]string{"command"},
 		str("command", "The command to execute"),
 		num("timeout", "Optional timeout in milliseconds"),
-		str("description", "Clear, concise description of what this command does in 5-10 words"),
+		str("workdir", "The working directory to run the command in. Defaults to the session directory. Use this instead of 'cd' commands."),
 	)
 }
 
@@ -94,9 +97,12 @@ func (t Bash) Run(ctx context.Context, c Call) (Result, error) {
 			timeout = bashMaxTimeout
 		}
 	}
-	dir, err := Resolve(c.Dir, "")
+	dir, err := Resolve(c.Dir, in.Workdir)
 	if err != nil {
 		return Result{}, err
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return Result{}, fmt.Errorf("workdir %s is not a directory", in.Workdir)
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err

@@ -189,3 +189,22 @@ func TestBashAlreadyCancelled(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestBashWorkdir: workdir runs the command in a directory inside the
+// session directory; one outside, or a file, is refused.
+func TestBashWorkdir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "f.txt"), []byte("x"), 0o644)
+	res, err := run(t, "bash", dir, map[string]any{"command": "pwd", "workdir": "sub"})
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(res.Output), "/sub") {
+		t.Errorf("workdir sub: %q %v", res.Output, err)
+	}
+	for _, wd := range []string{"..", "/", "f.txt", "missing"} {
+		if _, err := run(t, "bash", dir, map[string]any{"command": "pwd", "workdir": wd}); err == nil {
+			t.Errorf("workdir %q was accepted", wd)
+		}
+	}
+}

@@ -26,7 +26,11 @@ type refRequest struct {
 		} `json:"messages"`
 		Tools []struct {
 			Function struct {
-				Name string `json:"name"`
+				Name       string `json:"name"`
+				Parameters struct {
+					Properties map[string]json.RawMessage `json:"properties"`
+					Required   []string                   `json:"required"`
+				} `json:"parameters"`
 			} `json:"function"`
 		} `json:"tools"`
 		ToolChoice string `json:"tool_choice"`
@@ -47,6 +51,22 @@ func text(raw json.RawMessage) string {
 		out = append(out, p.Text)
 	}
 	return strings.Join(out, "\n")
+}
+
+// params are each tool's parameter names and required ones.
+func (r refRequest) params() map[string]string {
+	out := map[string]string{}
+	for _, t := range r.Body.Tools {
+		var names []string
+		for k := range t.Function.Parameters.Properties {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		req := slices.Clone(t.Function.Parameters.Required)
+		slices.Sort(req)
+		out[t.Function.Name] = strings.Join(names, ",") + " required " + strings.Join(req, ",")
+	}
+	return out
 }
 
 func (r refRequest) tools() []string {
@@ -173,7 +193,8 @@ func sections(sys string) (env string, instructions []string, skills []string, l
 // sends to the model carries what the real opencode serve 1.18.33 sent
 // (testdata/reference/prompt): the same environment block, the same
 // instruction files in the same order, the same skills, the prompt's own
-// system text last, the same tools (ours adds list), the plan reminder on
+// system text last, the same tools (ours adds list) with the same
+// parameter names and required ones, the plan reminder on
 // the last user message, the same max_tokens and tool_choice, and a title
 // request of the same shape with the first message.
 func TestPromptMatchesReference(t *testing.T) {
@@ -209,6 +230,12 @@ func TestPromptMatchesReference(t *testing.T) {
 				otools := slices.DeleteFunc(ours.requests[i].tools(), func(n string) bool { return n == "list" })
 				if !slices.Equal(otools, ref.requests[i].tools()) {
 					t.Errorf("tools\n ours %v\n  ref %v", otools, ref.requests[i].tools())
+				}
+				op := ours.requests[i].params()
+				for name, want := range ref.requests[i].params() {
+					if op[name] != want {
+						t.Errorf("tool %s parameters: ours %q, reference %q", name, op[name], want)
+					}
 				}
 				rl, ol := text(r.Messages[len(r.Messages)-1].Content), text(o.Messages[len(o.Messages)-1].Content)
 				if strings.Contains(rl, "<system-reminder>") != strings.Contains(ol, "<system-reminder>") {
