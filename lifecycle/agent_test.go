@@ -374,3 +374,64 @@ func TestAutoCompaction(t *testing.T) {
 		t.Error("no automatic compaction part")
 	}
 }
+
+// TestPruneToolOutputs: once a session's older tool outputs pass what
+// OpenCode keeps (the last two user turns, then the newest 40,000 tokens),
+// the older ones leave the model's view ("[Old tool result content
+// cleared]") and their parts get time.compacted; newer ones stay.
+func TestPruneToolOutputs(t *testing.T) {
+	stub := stubmodel.NewServer(t, stubmodel.Directives)
+	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), "")})
+	if err := os.WriteFile(filepath.Join(srv.Directory, "big.txt"), []byte(strings.Repeat("0123456789abcdef\n", 1800)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sid := newSession(t, srv.URL)
+	calls := strings.Repeat(`call:bash {"command":"cat big.txt"} `, 10)
+	for _, text := range []string{calls + "then: read", "second", "third"} {
+		body, _ := json.Marshal(map[string]any{"parts": []any{map[string]any{"type": "text", "text": text}}})
+		if code, b := post(t, srv.URL+"/session/"+sid+"/message", string(body)); code != 200 {
+			t.Fatalf("prompt: %d %s", code, b)
+		}
+	}
+	// The turn after the third: turn 1's outputs (10 × ~30 KB ≈ 75,000
+	// tokens) are beyond the last two turns; the oldest go.
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"fourth"}]}`); code != 200 {
+		t.Fatalf("prompt: %d %s", code, b)
+	}
+	reqs := decodeRequests(t, stub.Requests())
+	last := reqs[len(reqs)-1]
+	cleared, kept := 0, 0
+	for _, m := range last.Messages {
+		if m.Role != "tool" {
+			continue
+		}
+		if m.Content == "[Old tool result content cleared]" {
+			cleared++
+		} else if strings.Contains(m.Content, "0123456789abcdef") {
+			kept++
+		}
+	}
+	if cleared == 0 || kept == 0 || cleared+kept != 10 {
+		t.Errorf("the last call's tool results: %d cleared, %d kept (of 10)", cleared, kept)
+	}
+	var msgs []struct {
+		Parts []struct {
+			Tool  string
+			State struct{ Time struct{ Compacted *int64 } }
+		}
+	}
+	r, _ := http.Get(srv.URL + "/session/" + sid + "/message")
+	json.NewDecoder(r.Body).Decode(&msgs)
+	r.Body.Close()
+	stored := 0
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Tool == "bash" && p.State.Time.Compacted != nil {
+				stored++
+			}
+		}
+	}
+	if stored != cleared {
+		t.Errorf("%d parts stored as compacted, %d cleared in the model's view", stored, cleared)
+	}
+}

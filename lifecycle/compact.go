@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"slices"
 	"strings"
 
@@ -127,4 +128,81 @@ func (r *runner) autoCompact(t *outbox, model opencode.MessageModel) {
 		copy(r.pending[first+1:], r.pending[first:n])
 		r.pending[first] = c
 	}
+}
+
+// prunedOutput stands for a tool output pruned from the model's view.
+const prunedOutput = "[Old tool result content cleared]"
+
+// Pruning thresholds, OpenCode's (in estimated tokens: 4 bytes each): the
+// newest 40,000 tokens of tool output stay; older outputs are pruned only
+// when that frees at least 20,000.
+const (
+	pruneProtect = 40_000
+	pruneMinimum = 20_000
+)
+
+// toolRef is a completed tool output in the model's view: its part, its
+// place in the history, the user turn it belongs to and its size.
+type toolRef struct {
+	messageID, partID string
+	hist, turn        int
+	tokens            int
+}
+
+// prune clears old tool outputs from the model's view as OpenCode prunes
+// them after a turn: outputs of the last two user turns are kept, then the
+// newest 40,000 tokens; older ones go if that frees 20,000 or more. A pruned
+// part keeps its output but gets time.compacted, stored with the turn's
+// end, so a restart prunes the same.
+func (r *runner) prune(t *outbox) {
+	var total, freed int
+	var cut []int // indexes in r.toolOutputs
+	for i := len(r.toolOutputs) - 1; i >= 0; i-- {
+		ref := r.toolOutputs[i]
+		if ref.turn > r.userTurns-2 {
+			continue
+		}
+		total += ref.tokens
+		if total > pruneProtect {
+			freed += ref.tokens
+			cut = append(cut, i)
+		}
+	}
+	if freed < pruneMinimum {
+		return
+	}
+	now := r.m.now()
+	// A fresh array: a model call that was cancelled may still read the old.
+	r.history = slices.Clone(r.history)
+	drop := map[int]bool{}
+	for _, i := range cut {
+		ref := r.toolOutputs[i]
+		drop[i] = true
+		if ref.hist < len(r.history) {
+			m := r.history[ref.hist]
+			m.Content, m.Memo = prunedOutput, &provider.Memo{}
+			r.history[ref.hist] = m
+		}
+		mp, err := r.m.store.GetMessage(context.Background(), r.id, ref.messageID)
+		if err != nil {
+			continue
+		}
+		for _, p := range mp.Parts {
+			if p.ID == ref.partID && p.State != nil && p.State.Time != nil {
+				st := *p.State
+				tt := *st.Time
+				tt.Compacted = &now
+				st.Time = &tt
+				p.State = &st
+				t.part(p, now)
+			}
+		}
+	}
+	kept := r.toolOutputs[:0]
+	for i, ref := range r.toolOutputs {
+		if !drop[i] {
+			kept = append(kept, ref)
+		}
+	}
+	r.toolOutputs = kept
 }

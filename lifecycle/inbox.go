@@ -107,11 +107,13 @@ type undoPoint struct {
 	sess    opencode.Session
 	resume  *cutTurn
 	turn    *turn
+	// userTurns and outputs: what the history holds for pruning.
+	userTurns, outputs int
 }
 
 func (r *runner) undoPoint() undoPoint {
 	return undoPoint{lazy: r.lazy, pending: append([]*opencode.Input(nil), r.pending...), history: len(r.history),
-		sess: r.sess, resume: r.resume, turn: r.turn}
+		sess: r.sess, resume: r.resume, turn: r.turn, userTurns: r.userTurns, outputs: len(r.toolOutputs)}
 }
 
 // restore undoes what an admission started after its commit failed: the
@@ -126,9 +128,11 @@ func (r *runner) restore(s undoPoint) {
 	r.pending = s.pending
 	// A fresh array: the cancelled model call may still read the old one.
 	r.history = append([]provider.Message(nil), r.history[:s.history]...)
+	r.userTurns, r.toolOutputs = s.userTurns, r.toolOutputs[:min(s.outputs, len(r.toolOutputs))]
 	if s.lazy && !r.lazy {
 		// The history read for the turn goes too; the next turn reads it.
 		r.lazy, r.history, r.firstSnap = true, nil, ""
+		r.userTurns, r.toolOutputs = 0, nil
 	}
 	r.sess = s.sess
 	r.resume = s.resume

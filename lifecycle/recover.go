@@ -187,11 +187,16 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 	if isCompaction(mp) {
 		// The model's view starts over from the summary that follows.
 		r.history = []provider.Message{{Role: "user", Content: compactionQuestion, Memo: &provider.Memo{}}}
+		r.toolOutputs = nil
 		return
+	}
+	if mp.Info.Role == opencode.User {
+		r.userTurns++
 	}
 	var b strings.Builder
 	var calls []provider.ToolCall
 	var results []provider.Message
+	var refs []toolRef
 	for _, p := range mp.Parts {
 		switch {
 		case p.Type == opencode.PartText && !p.Ignored:
@@ -208,6 +213,13 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 			if p.State.Output != nil {
 				out = *p.State.Output
 			}
+			if p.State.Time != nil && p.State.Time.Compacted != nil {
+				out = prunedOutput
+			} else if p.State.Status == "completed" {
+				// Its place in the history: after the message, then the results.
+				refs = append(refs, toolRef{messageID: mp.Info.ID, partID: p.ID, tokens: len(out) / 4,
+					hist: len(r.history) + 1 + len(results), turn: r.userTurns})
+			}
 			results = append(results, provider.Message{Role: "tool", Content: out, ToolCallID: p.CallID})
 		}
 	}
@@ -219,6 +231,7 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 		res.Memo = &provider.Memo{}
 		r.history = append(r.history, res)
 	}
+	r.toolOutputs = append(r.toolOutputs, refs...)
 }
 
 // recover closes assistant messages a crash left open: the turn is over, and

@@ -62,6 +62,10 @@ type runner struct {
 	idle    []chan struct{}
 	// approved holds the "always" answers given in this session.
 	approved []Rule
+	// toolOutputs are the completed tool outputs in the model's view and
+	// userTurns the user messages it holds (pruning, see prune).
+	toolOutputs []toolRef
+	userTurns   int
 	// usedPlan: a turn of this session ran the plan agent; build steps
 	// then carry the mode-switch reminder.
 	usedPlan bool

@@ -542,8 +542,11 @@ func (r *runner) endTurn() {
 	r.recordAnswers(t, tu)
 	tu.cancel()
 	r.turn = nil
-	if !tu.compact && r.m.overflow(tu.model, tu.usage) {
-		r.autoCompact(t, tu.model)
+	if !tu.compact {
+		r.prune(t)
+		if r.m.overflow(tu.model, tu.usage) {
+			r.autoCompact(t, tu.model)
+		}
 	}
 	var res waitResult
 	if tu.last != nil {

@@ -52,7 +52,9 @@ func Start(ctx context.Context, cfg map[string]config.MCPConfig, dir string, log
 	var wg sync.WaitGroup
 	for name, c := range cfg {
 		if c.Enabled != nil && !*c.Enabled {
+			s.mu.Lock() // the connecting goroutines write the map too
 			s.status[name] = Status{Status: "disabled"}
+			s.mu.Unlock()
 			continue
 		}
 		wg.Add(1)

@@ -38,6 +38,8 @@ type ToolState struct {
 type ToolTime struct {
 	Start int64  `json:"start"`
 	End   *int64 `json:"end,omitempty"`
+	// Compacted is when the output was pruned from what the model sees.
+	Compacted *int64 `json:"compacted,omitempty"`
 }
 
 // AgentSource locates an @agent mention in the prompt text.
