@@ -300,6 +300,49 @@ func TestMCPTool(t *testing.T) {
 	if last.Role != "tool" || last.Content != "HI THERE" {
 		t.Errorf("MCP tool result %+v", last)
 	}
+
+	// Disconnected, its tool leaves the list; connected again, it is back;
+	// a server added while running contributes its tool too.
+	mcpStatus := func() map[string]struct{ Status string } {
+		r, err := http.Get(srv.URL + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var st map[string]struct{ Status string }
+		json.NewDecoder(r.Body).Decode(&st)
+		return st
+	}
+	offered := func() string {
+		if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"which tools"}]}`); code != 200 {
+			t.Fatalf("prompt: %d %s", code, b)
+		}
+		reqs := decodeRequests(t, stub.Requests())
+		return "," + strings.Join(reqs[len(reqs)-1].tools(), ",") + ","
+	}
+	if code, b := post(t, srv.URL+"/mcp/stub/disconnect", ``); code != 200 || string(b) != "true" {
+		t.Fatalf("disconnect: %d %s", code, b)
+	}
+	if st := mcpStatus(); st["stub"].Status != "disabled" || strings.Contains(offered(), ",stub_shout,") {
+		t.Errorf("after disconnect: %+v", st)
+	}
+	if code, b := post(t, srv.URL+"/mcp/stub/connect", ``); code != 200 || string(b) != "true" {
+		t.Fatalf("connect: %d %s", code, b)
+	}
+	if st := mcpStatus(); st["stub"].Status != "connected" || !strings.Contains(offered(), ",stub_shout,") {
+		t.Errorf("after connect: %+v", st)
+	}
+	add, _ := json.Marshal(map[string]any{"name": "more", "config": map[string]any{"type": "local",
+		"command": []string{os.Args[0], "-test.run=^$"}, "environment": map[string]string{mcpstub.Env: "1"}}})
+	if code, b := post(t, srv.URL+"/mcp", string(add)); code != 200 || !strings.Contains(string(b), `"more":{"status":"connected"}`) {
+		t.Fatalf("add: %d %s", code, b)
+	}
+	if tools := offered(); !strings.Contains(tools, ",more_shout,") || !strings.Contains(tools, ",stub_shout,") {
+		t.Errorf("after add: %s", tools)
+	}
+	if code, _ := post(t, srv.URL+"/mcp/nobody/connect", ``); code != 404 {
+		t.Errorf("connect of an unknown server: %d, want 404", code)
+	}
 }
 
 // TestAutoCompaction: a turn whose usage nears the model's context limit

@@ -40,7 +40,10 @@ type Config struct {
 	// Tools are offered to the model; Rules are the configured permission
 	// rules (applied after DefaultRules, before the session's own).
 	Tools []tool.Tool
-	Rules []Rule
+	// MoreTools, if set, are tools that come and go while the server runs
+	// (the connected MCP servers'), offered after Tools.
+	MoreTools func() []tool.Tool
+	Rules     []Rule
 	// Price gives a model's dollars per million input and output tokens
 	// (nil or a miss: free).
 	Price func(providerID, modelID string) (input, output float64, ok bool)

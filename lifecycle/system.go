@@ -65,8 +65,12 @@ func (r *runner) toolsFor(tu *turn) []provider.ToolSpec {
 		off = tu.users[n-1].Tools
 	}
 	rulesets := r.rulesets()
-	out := make([]provider.ToolSpec, 0, len(r.m.specs))
-	for _, s := range r.m.specs {
+	specs := r.m.specs
+	if r.m.cfg.MoreTools != nil {
+		specs = append(slices.Clip(specs), toolSpecs(r.m.cfg.MoreTools())...)
+	}
+	out := make([]provider.ToolSpec, 0, len(specs))
+	for _, s := range specs {
 		if on, set := off[s.Name]; set && !on {
 			continue
 		}

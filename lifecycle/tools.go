@@ -113,6 +113,9 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 		"provider": opencode.ToolProvider})
 
 	impl := lookupTool(r.m.cfg.Tools, c.name)
+	if impl == nil && r.m.cfg.MoreTools != nil {
+		impl = lookupTool(r.m.cfg.MoreTools(), c.name)
+	}
 	n, ctx, dir := st.n, r.turn.ctx, r.sess.Directory
 	args := tc.Arguments
 	r.m.wg.Add(1)

@@ -36,21 +36,27 @@ type Status struct {
 	Error  string `json:"error,omitempty"`
 }
 
-// Servers are the connected MCP servers.
+// Servers are the MCP servers of the config (and those added since), each
+// connected or not.
 type Servers struct {
 	mu       sync.Mutex
+	dir      string
+	log      *slog.Logger
+	configs  map[string]config.MCPConfig
 	sessions map[string]*sdk.ClientSession
 	status   map[string]Status
-	tools    []tool.Tool
+	tools    map[string][]tool.Tool
 }
 
 // Start connects to every enabled server of cfg at once (each within its
 // timeout) and lists its tools; a server that fails is reported by Status
 // and contributes nothing. dir is where local commands run.
 func Start(ctx context.Context, cfg map[string]config.MCPConfig, dir string, log *slog.Logger) *Servers {
-	s := &Servers{sessions: map[string]*sdk.ClientSession{}, status: map[string]Status{}}
+	s := &Servers{dir: dir, log: log, configs: map[string]config.MCPConfig{}, sessions: map[string]*sdk.ClientSession{},
+		status: map[string]Status{}, tools: map[string][]tool.Tool{}}
 	var wg sync.WaitGroup
 	for name, c := range cfg {
+		s.configs[name] = c
 		if c.Enabled != nil && !*c.Enabled {
 			s.mu.Lock() // the connecting goroutines write the map too
 			s.status[name] = Status{Status: "disabled"}
@@ -60,22 +66,71 @@ func Start(ctx context.Context, cfg map[string]config.MCPConfig, dir string, log
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tools, sess, err := connect(ctx, name, c, dir)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if err != nil {
-				log.Warn("mcp server failed", "server", name, "err", err)
-				s.status[name] = Status{Status: "failed", Error: err.Error()}
-				return
-			}
-			s.sessions[name] = sess
-			s.status[name] = Status{Status: "connected"}
-			s.tools = append(s.tools, tools...)
+			_ = s.connect(ctx, name, c)
 		}()
 	}
 	wg.Wait()
-	slices.SortFunc(s.tools, func(a, b tool.Tool) int { return strings.Compare(a.Name(), b.Name()) })
 	return s
+}
+
+// connect connects one server (replacing its session if it had one).
+func (s *Servers) connect(ctx context.Context, name string, c config.MCPConfig) error {
+	tools, sess, err := connect(ctx, name, c, s.dir)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old := s.sessions[name]; old != nil {
+		_ = old.Close()
+		delete(s.sessions, name)
+		delete(s.tools, name)
+	}
+	if err != nil {
+		s.log.Warn("mcp server failed", "server", name, "err", err)
+		s.status[name] = Status{Status: "failed", Error: err.Error()}
+		return err
+	}
+	s.sessions[name], s.tools[name] = sess, tools
+	s.status[name] = Status{Status: "connected"}
+	return nil
+}
+
+// ErrUnknown is a server name the config does not have.
+var ErrUnknown = errors.New("unknown MCP server")
+
+// Connect (re)connects a configured server (POST /mcp/{name}/connect).
+func (s *Servers) Connect(ctx context.Context, name string) error {
+	s.mu.Lock()
+	c, ok := s.configs[name]
+	s.mu.Unlock()
+	if !ok {
+		return ErrUnknown
+	}
+	return s.connect(ctx, name, c)
+}
+
+// Disconnect closes a server's session; its tools leave the list
+// (POST /mcp/{name}/disconnect).
+func (s *Servers) Disconnect(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.configs[name]; !ok {
+		return ErrUnknown
+	}
+	if sess := s.sessions[name]; sess != nil {
+		_ = sess.Close()
+	}
+	delete(s.sessions, name)
+	delete(s.tools, name)
+	s.status[name] = Status{Status: "disabled"}
+	return nil
+}
+
+// Add configures and connects a server for the rest of this run
+// (POST /mcp), as OpenCode adds one to its running instance.
+func (s *Servers) Add(ctx context.Context, name string, c config.MCPConfig) {
+	s.mu.Lock()
+	s.configs[name] = c
+	s.mu.Unlock()
+	_ = s.connect(ctx, name, c)
 }
 
 func connect(ctx context.Context, name string, c config.MCPConfig, dir string) ([]tool.Tool, *sdk.ClientSession, error) {
@@ -147,11 +202,16 @@ var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
 // OpenCode does.
 func sanitize(s string) string { return unsafeChars.ReplaceAllString(s, "_") }
 
-// Tools are the connected servers' tools.
+// Tools are the connected servers' tools, by name.
 func (s *Servers) Tools() []tool.Tool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.tools)
+	var out []tool.Tool
+	for _, ts := range s.tools {
+		out = append(out, ts...)
+	}
+	slices.SortFunc(out, func(a, b tool.Tool) int { return strings.Compare(a.Name(), b.Name()) })
+	return out
 }
 
 // Status is every configured server's state (GET /mcp).
@@ -172,6 +232,7 @@ func (s *Servers) Close() {
 	for name, sess := range s.sessions {
 		_ = sess.Close()
 		delete(s.sessions, name)
+		delete(s.tools, name)
 	}
 }
 

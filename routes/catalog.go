@@ -183,8 +183,11 @@ func (s *Server) mountCatalog(r chi.Router) {
 			writeJSON(w, http.StatusOK, emptyObject)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.cfg.MCP())
+		writeJSON(w, http.StatusOK, s.cfg.MCP.Status())
 	})
+	r.Post("/mcp", s.h(v1, s.mcpAdd))
+	r.Post("/mcp/{name}/connect", s.h(v1, s.mcpToggle))
+	r.Post("/mcp/{name}/disconnect", s.h(v1, s.mcpToggle))
 	for _, p := range []string{"/experimental/resource", "/provider/auth"} {
 		r.Get(p, ok(emptyObject))
 	}

@@ -47,8 +47,9 @@ type Config struct {
 	// MaxStreams caps concurrent SSE streams per client address (default 64).
 	MaxStreams int
 	Logger     *slog.Logger
-	// MCP reports the configured MCP servers' state (GET /mcp).
-	MCP func() any
+	// MCP are the MCP servers (GET /mcp, connect, disconnect, add); nil:
+	// none configured.
+	MCP MCPServers
 	// IDs mints the IDs the REST boundary gives (messages, parts,
 	// sessions, events): the process-wide generator when nil.
 	IDs *identifier.Generator

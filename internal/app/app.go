@@ -78,13 +78,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 		o.Tools = append(tool.Builtin(), tool.Skill{Home: home, ConfigDir: config.GlobalDir(), NoClaude: noClaude})
 	}
 	servers := mcp.Start(ctx, o.Config.MCP, o.Directory, o.Logger)
+	moreTools := servers.Tools
 	started := false
 	defer func() {
 		if !started {
 			servers.Close() // a failed start leaves no server process behind
 		}
 	}()
-	o.Tools = append(o.Tools, servers.Tools()...)
 	a := &App{Bus: eventbus.New(), Model: scripted.New(o.Scripted), done: make(chan struct{}), MCP: servers}
 	var def provider.Provider = a.Model
 	if o.Provider != nil {
@@ -163,7 +163,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
 		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir),
 		Home: home, ConfigDir: config.GlobalDir(), Instructions: o.Config.Instructions,
-		SmallProviderID: smallPID, SmallModelID: smallMID, Agents: agents,
+		SmallProviderID: smallPID, SmallModelID: smallMID, Agents: agents, MoreTools: moreTools,
 		NoClaude: noClaude, NoProject: os.Getenv("OPENCODE_DISABLE_PROJECT_CONFIG") != "",
 		Tools: o.Tools, Rules: rules,
 		Resolve: func(pid, mid string) (provider.Provider, bool) {
@@ -182,7 +182,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
-		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: func() any { return servers.Status() }})
+		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers})
 	started = true
 	return a, nil
 }
