@@ -189,6 +189,11 @@ func TestAgentsAndTodos(t *testing.T) {
 	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"call:todowrite {\"todos\":`+strings.ReplaceAll(todos, `"`, `\"`)+`} then: listed"}]}`); code != 200 {
 		t.Fatalf("todo prompt: %d %s", code, b)
 	}
+	// The tools map became the session's permission: bash stays off.
+	reqs = decodeRequests(t, stub.Requests())
+	if names := strings.Join(reqs[3].tools(), ","); strings.Contains(names, "bash") {
+		t.Errorf("bash is back on the prompt after the one that switched it off: %s", names)
+	}
 	r, err := http.Get(srv.URL + "/session/" + sid + "/todo")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/tool"
 )
 
 // systemFor returns the builder of a step's system prompt (see package
@@ -77,6 +79,10 @@ func (r *runner) toolsFor(tu *turn) []provider.ToolSpec {
 		if agent.Disabled(s.Name, rulesets...) {
 			continue
 		}
+		if s.Name == "task" {
+			// The subagents this agent may start, as OpenCode lists them.
+			s.Description = tool.Task{Subagents: r.subagentsFor(rulesets)}.Description()
+		}
 		out = append(out, s)
 	}
 	return out
@@ -121,4 +127,37 @@ func (r *runner) agentModel(name string) (opencode.MessageModel, bool) {
 		return opencode.MessageModel{}, false
 	}
 	return opencode.MessageModel{ProviderID: pid, ModelID: mid}, true
+}
+
+// toolsPermission is a v1 tools map as session permission rules: allow or
+// deny per tool (the edit tools share "edit").
+func toolsPermission(tools map[string]bool) json.RawMessage {
+	names := make([]string, 0, len(tools))
+	for n := range tools {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	rules := make([]Rule, 0, len(names))
+	for _, n := range names {
+		action := "deny"
+		if tools[n] {
+			action = "allow"
+		}
+		rules = append(rules, Rule{Permission: agent.PermissionOf(n), Pattern: "*", Action: action})
+	}
+	b, _ := json.Marshal(rules)
+	return b
+}
+
+// subagentsFor are the subagents the turn's rules let the task tool start
+// (plan may not start general), for the task tool's description.
+func (r *runner) subagentsFor(rulesets [][]Rule) []tool.Subagent {
+	var out []tool.Subagent
+	for _, a := range r.m.cfg.Agents {
+		if a.Mode == "primary" || evaluate(rulesets, "task", a.Name) == "deny" {
+			continue
+		}
+		out = append(out, tool.Subagent{Name: a.Name, Description: a.Description})
+	}
+	return out
 }

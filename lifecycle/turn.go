@@ -164,6 +164,11 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 		}
 		r.turn.users = append(r.turn.users, msg)
 		r.remember(opencode.MessageWithParts{Info: msg, Parts: in.Parts})
+		if len(in.Tools) > 0 {
+			// As OpenCode: the tools map becomes the session's permission,
+			// so it holds for later prompts too.
+			sess.Permission = toolsPermission(in.Tools)
+		}
 	}
 	sess.Agent = r.turn.agent
 	sess.Model = &opencode.ModelRef{ID: r.turn.model.ModelID, ProviderID: r.turn.model.ProviderID, Variant: "default"}

@@ -26,8 +26,9 @@ type refRequest struct {
 		} `json:"messages"`
 		Tools []struct {
 			Function struct {
-				Name       string `json:"name"`
-				Parameters struct {
+				Name        string `json:"name"`
+				Description string `json:"description"`
+				Parameters  struct {
 					Properties map[string]json.RawMessage `json:"properties"`
 					Required   []string                   `json:"required"`
 				} `json:"parameters"`
@@ -66,6 +67,21 @@ func (r refRequest) params() map[string]string {
 		slices.Sort(req)
 		out[t.Function.Name] = strings.Join(names, ",") + " required " + strings.Join(req, ",")
 	}
+	return out
+}
+
+// subagents are the agent types the task tool's description lists.
+func (r refRequest) subagents() []string {
+	var out []string
+	for _, t := range r.Body.Tools {
+		if t.Function.Name != "task" {
+			continue
+		}
+		for _, m := range regexp.MustCompile(`(?m)^- ([a-z][a-z0-9_-]*): `).FindAllStringSubmatch(t.Function.Description, -1) {
+			out = append(out, m[1])
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -230,6 +246,9 @@ func TestPromptMatchesReference(t *testing.T) {
 				otools := slices.DeleteFunc(ours.requests[i].tools(), func(n string) bool { return n == "list" })
 				if !slices.Equal(otools, ref.requests[i].tools()) {
 					t.Errorf("tools\n ours %v\n  ref %v", otools, ref.requests[i].tools())
+				}
+				if o, r := ours.requests[i].subagents(), ref.requests[i].subagents(); !slices.Equal(o, r) {
+					t.Errorf("task tool's subagents: ours %v, reference %v", o, r)
 				}
 				op := ours.requests[i].params()
 				for name, want := range ref.requests[i].params() {
