@@ -161,10 +161,23 @@ func TestDisabled(t *testing.T) {
 }
 
 func TestBasePrompt(t *testing.T) {
-	if BasePrompt("gpt-4o") != autonomousPrompt || BasePrompt("o3-mini") != autonomousPrompt {
-		t.Error("GPT-4 and o-series models get the autonomous prompt")
-	}
-	if BasePrompt("mock-model") != defaultPrompt || BasePrompt("claude-sonnet") != defaultPrompt {
-		t.Error("other models get the default prompt")
+	for _, c := range []struct {
+		provider, model string
+		want            string
+	}{
+		{"openai", "gpt-4o", autonomousPrompt},
+		{"openai", "o3-mini", autonomousPrompt},
+		{"openai", "gpt-5.1-codex", gptPrompt},
+		{"openai", "gpt-5", gptPrompt},
+		{"google", "gemini-2.5-pro", geminiPrompt},
+		{"anthropic", "claude-sonnet-4-5", claudePrompt},
+		{"moonshotai", "k2", kimiPrompt},
+		{"openrouter", "kimi-k2", kimiPrompt},
+		{"stub", "mock-model", defaultPrompt},
+		{"ollama", "qwen2.5-coder:7b", defaultPrompt},
+	} {
+		if BasePrompt(c.provider, c.model) != c.want {
+			t.Errorf("BasePrompt(%s, %s) is not the expected prompt", c.provider, c.model)
+		}
 	}
 }

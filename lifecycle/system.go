@@ -20,7 +20,7 @@ func (r *runner) systemFor(tu *turn) func() string {
 	a, _ := r.m.agent(tu.agent)
 	base := a.Prompt
 	if base == "" {
-		base = agent.BasePrompt(tu.model.ModelID)
+		base = agent.BasePrompt(tu.model.ProviderID, tu.model.ModelID)
 	}
 	var userSystem string
 	if n := len(tu.users); n > 0 {
