@@ -149,16 +149,23 @@ func (r *runner) answerAsk(requestID, reply string) error {
 // rejectAsks rejects every pending ask of this session (abort, shutdown).
 func (r *runner) rejectAsks() {
 	r.m.mu.Lock()
-	var ids []string
-	for id, a := range r.m.asks {
-		if a.req.SessionID == r.id {
-			ids = append(ids, id)
-		}
-	}
+	ids := sessionKeys(r.m.asks, r.id, func(a *pendingAsk) string { return a.req.SessionID })
 	r.m.mu.Unlock()
-	sort.Strings(ids)
 	for _, id := range ids {
 		_ = r.answerAsk(id, "reject")
 	}
 	r.rejectQuestions()
+}
+
+// sessionKeys are the keys of m whose value belongs to session, sorted
+// (m.mu held).
+func sessionKeys[V any](m map[string]V, session string, of func(V) string) []string {
+	var ids []string
+	for id, v := range m {
+		if of(v) == session {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
 }

@@ -135,14 +135,8 @@ func (r *runner) answerQuestion(requestID string, a questionReply) error {
 // shutdown).
 func (r *runner) rejectQuestions() {
 	r.m.mu.Lock()
-	var ids []string
-	for id, q := range r.m.questions {
-		if q.req.SessionID == r.id {
-			ids = append(ids, id)
-		}
-	}
+	ids := sessionKeys(r.m.questions, r.id, func(q *pendingQuestion) string { return q.req.SessionID })
 	r.m.mu.Unlock()
-	sort.Strings(ids)
 	for _, id := range ids {
 		_ = r.answerQuestion(id, questionReply{rejected: true})
 	}

@@ -33,11 +33,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) error {
-	id, err := sessionID(r)
-	if err != nil {
-		return err
-	}
-	mid, err := messageID(r)
+	id, mid, err := sessionAndMessage(r)
 	if err != nil {
 		return err
 	}
@@ -55,11 +51,7 @@ type patchInboxBody struct {
 }
 
 func (s *Server) patchInbox(w http.ResponseWriter, r *http.Request) error {
-	id, err := sessionID(r)
-	if err != nil {
-		return err
-	}
-	mid, err := messageID(r)
+	id, mid, err := sessionAndMessage(r)
 	if err != nil {
 		return err
 	}

@@ -164,6 +164,16 @@ func messageID(r *http.Request) (string, error) {
 	return id, nil
 }
 
+// sessionAndMessage are the {sessionID} and {messageID} of a route.
+func sessionAndMessage(r *http.Request) (string, string, error) {
+	id, err := sessionID(r)
+	if err != nil {
+		return "", "", err
+	}
+	mid, err := messageID(r)
+	return id, mid, err
+}
+
 type createSessionBody struct {
 	ParentID    string             `json:"parentID,omitempty"`
 	Title       string             `json:"title,omitempty"`
@@ -418,11 +428,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) error {
-	id, err := sessionID(r)
-	if err != nil {
-		return err
-	}
-	mid, err := messageID(r)
+	id, mid, err := sessionAndMessage(r)
 	if err != nil {
 		return err
 	}

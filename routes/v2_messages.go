@@ -139,11 +139,7 @@ func (s *Server) v2Messages(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) v2Message(w http.ResponseWriter, r *http.Request) error {
-	id, err := sessionID(r)
-	if err != nil {
-		return err
-	}
-	mid, err := messageID(r)
+	id, mid, err := sessionAndMessage(r)
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,9 @@ type promptCase struct {
 	// returns the session's directory.
 	Setup   func(t *testing.T, dir, home string) string
 	Prompts []string // v1 POST /session/{id}/message bodies, one session
+	// Steps, when set, replace Prompts: calls on the session in order,
+	// prompts and others (summarize); the file lists them as "steps".
+	Steps []promptStep
 	// NeedTitle waits for the session's title request before stopping.
 	NeedTitle bool
 }
@@ -107,6 +110,37 @@ var promptCases = []promptCase{
 		Prompts:   []string{`{"parts":[{"type":"text","text":"Fix the flaky test in main_test.go\nIt fails one run in ten."}]}`},
 		NeedTitle: true,
 	},
+	{
+		// A turn, a manual compaction (POST /session/{id}/summarize), and a
+		// turn after it.
+		Name:  "compaction",
+		Setup: simpleProject,
+		Steps: []promptStep{
+			{Route: "message", Body: `{"parts":[{"type":"text","text":"first question about main.go"}]}`},
+			{Route: "summarize", Body: `{"providerID":"stub","modelID":"stub-model"}`},
+			{Route: "message", Body: `{"parts":[{"type":"text","text":"second question after the summary"}]}`},
+		},
+		NeedTitle: true,
+	},
+}
+
+// promptStep is one blocking call on the case's session: POST
+// /session/{id}/<Route> with Body.
+type promptStep struct {
+	Route string // "message" or "summarize"
+	Body  string
+}
+
+// steps is the case's calls: Steps, else one message step per prompt.
+func (pc promptCase) steps() []promptStep {
+	if pc.Steps != nil {
+		return pc.Steps
+	}
+	var s []promptStep
+	for _, p := range pc.Prompts {
+		s = append(s, promptStep{Route: "message", Body: p})
+	}
+	return s
 }
 
 // simpleProject is a git repository with a root AGENTS.md, the session at
@@ -318,8 +352,37 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 	if ses.Directory != sessionDir {
 		t.Errorf("session directory %q, want %q", ses.Directory, sessionDir)
 	}
-	for _, p := range pc.Prompts {
-		call("POST", "/session/"+ses.ID+"/message", p)
+	// waitQuiet waits until the model has had no new request for 1.5 s.
+	waitQuiet := func() {
+		for last := len(rec.all()); ; {
+			time.Sleep(1500 * time.Millisecond)
+			if n := len(rec.all()); n == last {
+				return
+			} else {
+				last = n
+			}
+		}
+	}
+	for _, st := range pc.steps() {
+		call("POST", "/session/"+ses.ID+"/"+st.Route, st.Body)
+		if st.Route == "message" {
+			continue
+		}
+		// summarize blocks until the compaction is done; still, wait for
+		// the session to leave GET /session/status and the model to be
+		// quiet before the next step.
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			var status map[string]json.RawMessage
+			if err := json.Unmarshal(call("GET", "/session/status", ""), &status); err != nil {
+				t.Fatalf("GET /session/status: %v", err)
+			}
+			if _, busy := status[ses.ID]; !busy {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		waitQuiet()
 	}
 	// The title request is sent beside the first turn; wait for it, then for
 	// the model to stay quiet.
@@ -336,26 +399,28 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for last := len(rec.all()); ; {
-		time.Sleep(1500 * time.Millisecond)
-		if n := len(rec.all()); n == last {
-			break
-		} else {
-			last = n
-		}
-	}
+	waitQuiet()
 
 	norm := newPromptNormaliser(map[string]string{dir: "<DIR>", home: "<HOME>", root: "<ROOT>"})
 	out := struct {
 		Case     string          `json:"case"`
 		Opencode string          `json:"opencode"`
 		Session  string          `json:"sessionDirectory"`
-		Prompts  []any           `json:"prompts"`
+		Prompts  []any           `json:"prompts,omitempty"`
+		Steps    []any           `json:"steps,omitempty"`
 		Requests []promptRequest `json:"requests"`
 		Titles   []promptRequest `json:"titles"`
 	}{Case: pc.Name, Opencode: "1.18.33", Session: norm.text(sessionDir), Requests: []promptRequest{}, Titles: []promptRequest{}}
-	for _, p := range pc.Prompts {
-		out.Prompts = append(out.Prompts, json.RawMessage(p))
+	if pc.Steps == nil {
+		for _, p := range pc.Prompts {
+			out.Prompts = append(out.Prompts, json.RawMessage(p))
+		}
+	}
+	for _, st := range pc.Steps {
+		out.Steps = append(out.Steps, struct {
+			Route string          `json:"route"`
+			Body  json.RawMessage `json:"body"`
+		}{"POST /session/{id}/" + st.Route, json.RawMessage(st.Body)})
 	}
 	dateLogged := false
 	for _, r := range rec.all() {
