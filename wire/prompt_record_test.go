@@ -10,8 +10,10 @@ package wire
 // stub provider of /work/shared/reference/opencode.json goes into
 // $HOME/.config/opencode/opencode.json), starts the real binary there on
 // 127.0.0.1:147xx, sends the case's prompts through the v1 routes (POST
-// /session, then the blocking POST /session/{id}/message, with the session's
-// directory in the x-opencode-directory header as the SDK sends it), and
+// /session, then the blocking POST /session/{id}/message, or for a case
+// with Steps each step's blocking POST /session/{id}/message or /summarize,
+// with the session's directory in the x-opencode-directory header as the SDK
+// sends it), and
 // writes every chat request the model got to
 // testdata/reference/prompt/<case>.json: "requests" are the turns' model
 // calls in order, "titles" the session title requests (no tools, a system
