@@ -249,6 +249,7 @@ func (r *runner) startStep() {
 	system := r.systemFor(tu)
 	if tu.compact {
 		req, system = compactionRequest(r.id, tu.model.ModelID, tu.transcript), nil
+		req.MaxTokens = r.m.maxTokens(tu.model)
 	}
 	n := st.n
 	ctx := tu.ctx

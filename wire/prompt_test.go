@@ -137,8 +137,15 @@ func runOurs(t *testing.T, pc promptCase) promptRun {
 	}
 	var s struct{ ID string }
 	_ = json.Unmarshal(post("/session", "{}"), &s)
-	for _, p := range pc.Prompts {
-		post("/session/"+s.ID+"/message", p)
+	for _, st := range pc.steps() {
+		post("/session/"+s.ID+"/"+st.Route, st.Body)
+		if st.Route == "summarize" {
+			// The summary runs as its own turn (queued): wait for it.
+			wreq, _ := http.NewRequest("POST", srv.URL+"/api/session/"+s.ID+"/wait", nil)
+			if resp, err := http.DefaultClient.Do(wreq); err == nil {
+				resp.Body.Close()
+			}
+		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(stub.Titles()) == 0 && time.Now().Before(deadline) {
@@ -261,6 +268,9 @@ func TestPromptMatchesReference(t *testing.T) {
 					t.Errorf("last user message: reminder in the reference %v, in ours %v", strings.Contains(rl, "<system-reminder>"), strings.Contains(ol, "<system-reminder>"))
 				}
 			}
+			if pc.Name == "compaction" {
+				checkCompaction(t, ref, ours)
+			}
 			for i := range ref.titles {
 				r, o := ref.titles[i].Body, ours.titles[i].Body
 				if len(o.Messages) != len(r.Messages) || len(o.Tools) != 0 || o.MaxTokens != r.MaxTokens {
@@ -276,5 +286,43 @@ func TestPromptMatchesReference(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// conversationOf is the <conversation> text of a compaction request.
+func conversationOf(r refRequest) string {
+	msgs := r.Body.Messages
+	c := text(msgs[len(msgs)-1].Content)
+	i, j := strings.Index(c, "<conversation>\n"), strings.Index(c, "\n</conversation>")
+	if i < 0 || j < i {
+		return ""
+	}
+	return c[i+len("<conversation>\n") : j]
+}
+
+// checkCompaction: the compaction call sends the conversation as text in
+// one user message (no tools), as the reference does; the call after it
+// starts over from "What did we do so far?" and the summary.
+func checkCompaction(t *testing.T, ref, ours promptRun) {
+	t.Helper()
+	rc, oc := ref.requests[1], ours.requests[1]
+	if len(oc.Body.Messages) != len(rc.Body.Messages) || len(oc.Body.Tools) != 0 {
+		t.Errorf("compaction call: %d messages, %d tools; reference %d messages, none", len(oc.Body.Messages), len(oc.Body.Tools), len(rc.Body.Messages))
+	}
+	if conversationOf(oc) == "" || conversationOf(oc) != conversationOf(rc) {
+		t.Errorf("compaction conversation\n ours %q\n  ref %q", conversationOf(oc), conversationOf(rc))
+	}
+	roles := func(r refRequest) []string {
+		var out []string
+		for _, m := range r.Body.Messages[1:] {
+			out = append(out, m.Role+":"+strings.SplitN(text(m.Content), "\n", 2)[0])
+		}
+		return out
+	}
+	ra, oa := roles(ref.requests[2]), roles(ours.requests[2])
+	// The summary is the stub's echo of each server's own instructions: its
+	// first line is the same.
+	if !slices.Equal(oa, ra) {
+		t.Errorf("the call after the compaction\n ours %q\n  ref %q", oa, ra)
 	}
 }
