@@ -44,7 +44,7 @@ Usage:
 - stdout and stderr are returned together; output beyond 30 KB is truncated in the middle.
 - The command runs in its own process group; when it exits, times out or is aborted, every process it started is killed, so do not rely on background processes surviving.
 - workdir runs the command in that directory (inside the session directory); use it instead of cd.
-- Prefer the read, write, edit, glob, grep and list tools over cat, sed, find and grep.`
+- Prefer the read, write, edit, glob and grep tools over cat, sed, find and grep.`
 }
 
 func (Bash) Parameters() json.RawMessage {

@@ -12,14 +12,14 @@ import (
 )
 
 // Builtin returns fresh instances of the built-in tools, named as OpenCode
-// names them: bash, read, glob, grep, list, edit, write.
+// names them: bash, read, glob, grep, edit, write, todowrite, webfetch,
+// question, task.
 func Builtin() []Tool {
 	return []Tool{
 		Bash{},
 		Read{},
 		Glob{},
 		Grep{},
-		List{},
 		Edit{},
 		Write{},
 		TodoWrite{},
@@ -66,7 +66,6 @@ func decode(name string, in json.RawMessage, v any) error {
 type prop struct {
 	Type        string `json:"type"`
 	Description string `json:"description,omitempty"`
-	Items       *prop  `json:"items,omitempty"`
 }
 
 // schema builds a JSON schema object. props is in declaration order.
@@ -108,10 +107,6 @@ func num(name, desc string) namedProp {
 
 func boolean(name, desc string) namedProp {
 	return namedProp{name, prop{Type: "boolean", Description: desc}}
-}
-
-func strs(name, desc string) namedProp {
-	return namedProp{name, prop{Type: "array", Description: desc, Items: &prop{Type: "string"}}}
 }
 
 // binaryExt lists extensions treated as binary without looking inside.

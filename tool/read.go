@@ -37,7 +37,7 @@ Usage:
 - By default up to 2000 lines are returned from the start of the file; use offset (1-indexed line number) and limit to read other parts.
 - Lines longer than 2000 characters are truncated; output is capped at 50 KB.
 - Each line is prefixed with its line number ("12: text").
-- Directories and binary files cannot be read; use the list tool for directories.`
+- Directories and binary files cannot be read; use the glob tool to find the files in a directory.`
 }
 
 func (Read) Parameters() json.RawMessage {
@@ -110,7 +110,7 @@ func (t Read) run(ctx context.Context, c Call, in readInput, abs, rel string) (R
 		return Result{}, s.fail(in.FilePath, err)
 	}
 	if fi.IsDir() {
-		return Result{}, fmt.Errorf("%s is a directory, not a file; use the list tool to see its entries", rel)
+		return Result{}, fmt.Errorf("%s is a directory, not a file; use the glob tool to find its files", rel)
 	}
 	if !fi.Mode().IsRegular() {
 		return Result{}, fmt.Errorf("%s is not a regular file", rel)

@@ -32,11 +32,6 @@ func stagedTools() map[string]staged {
 			must(t, err)
 			return func() (Result, error) { return Edit{}.run(ctx, c, in, abs, rel) }
 		},
-		"list": func(t *testing.T, c Call) func() (Result, error) {
-			in, abs, rel, err := List{}.input(c)
-			must(t, err)
-			return func() (Result, error) { return List{}.run(ctx, c, in, abs, rel) }
-		},
 		"glob": func(t *testing.T, c Call) func() (Result, error) {
 			in, abs, rel, err := Glob{}.input(c)
 			must(t, err)
@@ -133,7 +128,6 @@ func TestRootSwapAfterResolve(t *testing.T) {
 		{
 			name: "dir to absolute link",
 			cases: append(append(sub("sub/f.txt"), sub("sub/new/deeper/n.txt")...),
-				tc{"list", map[string]any{"path": "sub"}, "sub"},
 				tc{"glob", map[string]any{"pattern": "*", "path": "sub"}, "sub"},
 				tc{"grep", map[string]any{"pattern": "secret", "path": "sub"}, "sub"},
 				tc{"grep", map[string]any{"pattern": "secret", "path": "sub/f.txt"}, "sub/f.txt"},
@@ -146,7 +140,6 @@ func TestRootSwapAfterResolve(t *testing.T) {
 		{
 			name: "dir to relative link",
 			cases: append(append(sub("sub/f.txt"), sub("sub/new/n.txt")...),
-				tc{"list", map[string]any{"path": "sub"}, "sub"},
 				tc{"glob", map[string]any{"pattern": "*", "path": "sub"}, "sub"},
 				tc{"grep", map[string]any{"pattern": "secret", "path": "sub"}, "sub"},
 			),
@@ -247,7 +240,6 @@ func TestRootLinksOut(t *testing.T) {
 			{"write", map[string]any{"filePath": p, "content": "pwned"}},
 			{"edit", map[string]any{"filePath": p, "oldString": "secret", "newString": "pwned"}},
 			{"edit", map[string]any{"filePath": p, "oldString": "", "newString": "pwned"}},
-			{"list", map[string]any{"path": p}},
 			{"glob", map[string]any{"pattern": "*", "path": p}},
 			{"grep", map[string]any{"pattern": "secret", "path": p}},
 		} {
@@ -258,15 +250,14 @@ func TestRootLinksOut(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"rdir", "adir", "rchain", "hop"} {
-		for _, name := range []string{"list", "glob", "grep"} {
+		for _, name := range []string{"glob", "grep"} {
 			res, err := run(t, name, dir, map[string]any{"path": p, "pattern": "*"})
 			wantEscape(t, p, res, err)
 		}
 	}
 	checkOutside(t, outside)
 
-	// Walking tools neither follow nor report them; list shows them as
-	// links it does not follow (a dangling link inside as a file).
+	// Walking tools neither follow nor report them.
 	res, err := run(t, "grep", dir, map[string]any{"pattern": "secret"})
 	must(t, err)
 	if res.Output != "No files found" {
@@ -276,13 +267,6 @@ func TestRootLinksOut(t *testing.T) {
 	must(t, err)
 	if got := strings.ReplaceAll(res.Output, dir+string(filepath.Separator), ""); got != "sub/f.txt" {
 		t.Fatalf("glob: %q", got)
-	}
-	res, err = run(t, "list", dir, map[string]any{})
-	must(t, err)
-	for _, s := range []string{"  rdir@\n", "  adir@\n", "  rchain@\n", "  hop@\n", "  rfile@\n", "  afile@\n", "  rdang@\n", "  adang@\n", "  idang\n"} {
-		if !strings.Contains(res.Output, s) {
-			t.Errorf("list lacks %q:\n%s", s, res.Output)
-		}
 	}
 }
 
@@ -352,8 +336,7 @@ func TestRootInside(t *testing.T) {
 		}
 	}
 
-	// The walking tools report a file link inside, absolute or not, and
-	// list marks a directory link inside.
+	// The walking tools report a file link inside, absolute or not.
 	res, err := run(t, "grep", dir, map[string]any{"pattern": "alpha"})
 	must(t, err)
 	if !strings.Contains(res.Output, "absfile:1: alpha") || !strings.Contains(res.Output, "src/a.txt:1: alpha") {
@@ -363,13 +346,6 @@ func TestRootInside(t *testing.T) {
 	must(t, err)
 	if res.Output != filepath.Join(dir, "absfile") {
 		t.Fatalf("glob: %s", res.Output)
-	}
-	res, err = run(t, "list", dir, map[string]any{"path": dir})
-	must(t, err)
-	for _, s := range []string{"  abslink@\n", "  rellink@\n", "  absfile\n", "  src/\n"} {
-		if !strings.Contains(res.Output, s) {
-			t.Errorf("list lacks %q:\n%s", s, res.Output)
-		}
 	}
 
 	// A missing file is still answered with suggestions, found through the
@@ -447,7 +423,7 @@ func TestRootSwapConcurrent(t *testing.T) {
 }
 
 // TestRootNonUTF8Names checks names that are not UTF-8 (which io/fs paths,
-// and so os.Root.FS, refuse) are still listed, walked and suggested.
+// and so os.Root.FS, refuse) are still walked and suggested.
 func TestRootNonUTF8Names(t *testing.T) {
 	dir := t.TempDir()
 	bad := "d\xff"
@@ -462,11 +438,6 @@ func TestRootNonUTF8Names(t *testing.T) {
 	must(t, err)
 	if res.Output != filepath.Join(dir, bad, "f\xfe.txt") {
 		t.Fatalf("glob: %q", res.Output)
-	}
-	res, err = run(t, "list", dir, map[string]any{})
-	must(t, err)
-	if !strings.Contains(res.Output, "  "+bad+"/\n    f\xfe.txt\n") {
-		t.Fatalf("list: %q", res.Output)
 	}
 	must(t, os.WriteFile(filepath.Join(dir, "g\xfe.txt"), nil, 0o644))
 	_, err = run(t, "read", dir, map[string]any{"filePath": "g"})

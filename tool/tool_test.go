@@ -124,7 +124,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestBuiltinSchemas(t *testing.T) {
-	want := []string{"bash", "read", "glob", "grep", "list", "edit", "write", "todowrite", "webfetch", "question", "task"}
+	want := []string{"bash", "read", "glob", "grep", "edit", "write", "todowrite", "webfetch", "question", "task"}
 	tools := Builtin()
 	if len(tools) != len(want) {
 		t.Fatalf("got %d tools", len(tools))
@@ -172,8 +172,6 @@ func TestPermission(t *testing.T) {
 		{"read", map[string]any{"filePath": filepath.Join(dir, "src/main.go")}, "read", []string{"src/main.go"}, false},
 		{"write", map[string]any{"filePath": "a/b.txt", "content": "x"}, "edit", []string{"a/b.txt"}, false},
 		{"edit", map[string]any{"filePath": "hello.txt", "oldString": "a", "newString": "b"}, "edit", []string{"hello.txt"}, false},
-		{"list", map[string]any{}, "list", []string{"."}, false},
-		{"list", map[string]any{"path": "src"}, "list", []string{"src"}, false},
 		{"glob", map[string]any{"pattern": "**/*.go"}, "glob", []string{"**/*.go"}, false},
 		{"grep", map[string]any{"pattern": "Helper", "include": "*.go"}, "grep", []string{"Helper"}, false},
 		{"bash", map[string]any{"command": "ls -la", "description": "list"}, "bash", []string{"ls -la"}, false},
@@ -226,7 +224,6 @@ func TestEscapes(t *testing.T) {
 			{"write", map[string]any{"filePath": p, "content": "pwned"}},
 			{"edit", map[string]any{"filePath": p, "oldString": "secret", "newString": "pwned"}},
 			{"edit", map[string]any{"filePath": p, "oldString": "", "newString": "pwned"}},
-			{"list", map[string]any{"path": p}},
 			{"glob", map[string]any{"pattern": "*", "path": p}},
 			{"grep", map[string]any{"pattern": "secret", "path": p}},
 		}
@@ -239,8 +236,8 @@ func TestEscapes(t *testing.T) {
 			})
 		}
 	}
-	// "outlink" itself (a symlinked directory) for list, glob, grep.
-	for _, name := range []string{"list", "glob", "grep"} {
+	// "outlink" itself (a symlinked directory) for glob, grep.
+	for _, name := range []string{"glob", "grep"} {
 		input := map[string]any{"path": "outlink", "pattern": "*"}
 		if _, err := run(t, name, dir, input); !errors.Is(err, ErrEscape) {
 			t.Fatalf("%s outlink: %v", name, err)
@@ -460,39 +457,6 @@ func TestEdit(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "crlf.txt")); string(b) != "a\r\nc\r\n" {
 		t.Fatalf("crlf = %q", b)
-	}
-}
-
-func TestList(t *testing.T) {
-	dir, _ := setup(t)
-	res, err := run(t, "list", dir, map[string]any{})
-	must(t, err)
-	for _, s := range []string{"\n  src/\n    pkg/\n      util.go\n", "    main.go\n", "  hello.txt\n", "  outlink@\n"} {
-		if !strings.Contains(res.Output, s) {
-			t.Errorf("output lacks %q:\n%s", s, res.Output)
-		}
-	}
-	for _, s := range []string{".git", "node_modules", "secret.txt"} {
-		if strings.Contains(res.Output, s) {
-			t.Errorf("output has %q:\n%s", s, res.Output)
-		}
-	}
-	res, err = run(t, "list", dir, map[string]any{"path": "src", "ignore": []string{"*.txt"}})
-	must(t, err)
-	if res.Title != "src" || strings.Contains(res.Output, "util_test.txt") || !strings.Contains(res.Output, "util.go") {
-		t.Errorf("ignore: %q\n%s", res.Title, res.Output)
-	}
-	// Capped.
-	for i := 0; i < 300; i++ {
-		must(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d", i)), nil, 0o644))
-	}
-	res, err = run(t, "list", dir, map[string]any{})
-	must(t, err)
-	if res.Metadata["truncated"] != true || strings.Count(res.Output, "\n") > listLimit+5 {
-		t.Errorf("not capped: %d lines", strings.Count(res.Output, "\n"))
-	}
-	if _, err := run(t, "list", dir, map[string]any{"path": "hello.txt"}); err == nil {
-		t.Error("list of a file accepted")
 	}
 }
 
