@@ -216,7 +216,7 @@ func sections(sys string) (env string, instructions []string, skills []string, l
 // sends to the model carries what the real opencode serve 1.18.33 sent
 // (testdata/reference/prompt): the same environment block, the same
 // instruction files in the same order, the same skills, the prompt's own
-// system text last, the same tools (ours adds list) with the same
+// system text last, the same tools with the same
 // parameter names and required ones, the plan reminder on
 // the last user message, the same max_tokens and tool_choice, and a title
 // request of the same shape with the first message.
@@ -250,7 +250,7 @@ func TestPromptMatchesReference(t *testing.T) {
 				if olast != rlast {
 					t.Errorf("after the skills: ours %q, ref %q", olast, rlast)
 				}
-				otools := slices.DeleteFunc(ours.requests[i].tools(), func(n string) bool { return n == "list" })
+				otools := ours.requests[i].tools()
 				if !slices.Equal(otools, ref.requests[i].tools()) {
 					t.Errorf("tools\n ours %v\n  ref %v", otools, ref.requests[i].tools())
 				}
