@@ -103,6 +103,10 @@ type Manager struct {
 	closed    bool
 	ids       *identifier.Generator
 
+	// filesMu guards files, the instruction and skill files found per
+	// directory (see projectFiles).
+	filesMu sync.Mutex
+	files   map[string]foundFiles
 	// relMu guards relTimer, the pending memory release (see releaseMemory).
 	relMu    sync.Mutex
 	relTimer *time.Timer

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/opencode-server/opencode-server/opencode"
 	"slices"
@@ -29,19 +30,54 @@ func (r *runner) systemFor(tu *turn) func() string {
 	// As in OpenCode, only the agent's own rules decide whether skills are
 	// listed.
 	skillsOff := agent.Disabled("skill", a.Rules)
-	cfg := r.m.cfg
-	dir, pid, mid, now := r.sess.Directory, tu.model.ProviderID, tu.model.ModelID, cfg.Clock()
+	m := r.m
+	dir, pid, mid, now := r.sess.Directory, tu.model.ProviderID, tu.model.ModelID, m.cfg.Clock()
 	return func() string {
 		env := agent.NewEnv(dir, pid, mid, now)
-		p := agent.Prompt{Base: base, Env: env, System: userSystem, SkillsOff: skillsOff,
-			Instructions: agent.FindInstructions(agent.InstructionSources{Home: cfg.Home, ConfigDir: cfg.ConfigDir,
-				Directory: dir, Worktree: env.Worktree, Config: cfg.Instructions, NoClaude: cfg.NoClaude, NoProject: cfg.NoProject})}
+		found := m.projectFiles(dir, env.Worktree)
+		p := agent.Prompt{Base: base, Env: env, System: userSystem, SkillsOff: skillsOff, Instructions: found.instructions}
 		if !skillsOff {
-			p.Skills = agent.FindSkills(agent.SkillSources{Home: cfg.Home, ConfigDir: cfg.ConfigDir, Directory: dir,
-				Worktree: env.Worktree, NoClaude: cfg.NoClaude})
+			p.Skills = found.skills
 		}
 		return p.String()
 	}
+}
+
+// filesTTL is how long the instruction and skill files found for a
+// directory are reused: a step reads them again once it has passed, so an
+// edited AGENTS.md reaches the model within it, and a burst of steps does
+// not walk the tree each time.
+const filesTTL = 2 * time.Second
+
+// foundFiles are a directory's instruction files and skills.
+type foundFiles struct {
+	at           time.Time
+	instructions []agent.Instruction
+	skills       []agent.Skill
+}
+
+// projectFiles finds (or reuses, within filesTTL) dir's instruction files
+// and skills. Safe for concurrent use (model call goroutines).
+func (m *Manager) projectFiles(dir, worktree string) foundFiles {
+	m.filesMu.Lock()
+	f, ok := m.files[dir]
+	m.filesMu.Unlock()
+	if ok && time.Since(f.at) < filesTTL {
+		return f
+	}
+	cfg := m.cfg
+	f = foundFiles{at: time.Now(),
+		instructions: agent.FindInstructions(agent.InstructionSources{Home: cfg.Home, ConfigDir: cfg.ConfigDir,
+			Directory: dir, Worktree: worktree, Config: cfg.Instructions, NoClaude: cfg.NoClaude, NoProject: cfg.NoProject}),
+		skills: agent.FindSkills(agent.SkillSources{Home: cfg.Home, ConfigDir: cfg.ConfigDir, Directory: dir,
+			Worktree: worktree, NoClaude: cfg.NoClaude})}
+	m.filesMu.Lock()
+	if m.files == nil {
+		m.files = map[string]foundFiles{}
+	}
+	m.files[dir] = f
+	m.filesMu.Unlock()
+	return f
 }
 
 // rulesets are the permission rules of a call in the running turn, in
