@@ -18,12 +18,19 @@ test:
 test-short:
 	$(GO) test -short -count=1 ./...
 
-# Each fuzz target for a bounded time (CI runs this too).
+# Each fuzz target for a bounded time (CI runs this too). On a loaded
+# machine the fuzz engine sometimes misses its own stop deadline ("context
+# deadline exceeded", no failing input written): that target runs once more;
+# a real finding (a failing input) fails at once.
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$f"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    out=$$($(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); rc=$$?; echo "$$out"; \
+	    if [ $$rc -ne 0 ] && echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
+	      echo "fuzz $$f: the engine missed its stop deadline, not a finding; once more"; \
+	      $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    elif [ $$rc -ne 0 ]; then exit 1; fi; \
 	  done; \
 	done
 
