@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/opencode-server/opencode-server/store/internal/rows"
 	"slices"
 	"strings"
 
@@ -41,47 +41,6 @@ const (
 	qSetOpen    = `UPDATE sessions SET open = $1 WHERE id = $2`
 )
 
-// encoded is a batch marshalled before its transaction begins.
-type encoded struct {
-	session  []byte
-	messages [][]byte
-	parts    [][]byte
-	admit    [][]byte
-	inputs   [][]byte
-}
-
-func encode(b *store.Batch) (*encoded, error) {
-	var e encoded
-	var err error
-	if b.Session != nil {
-		if e.session, err = json.Marshal(b.Session); err != nil {
-			return nil, err
-		}
-	}
-	enc := func(n int, f func(int) any) ([][]byte, error) {
-		out := make([][]byte, n)
-		for i := range out {
-			if out[i], err = json.Marshal(f(i)); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	if e.messages, err = enc(len(b.Messages), func(i int) any { return b.Messages[i] }); err != nil {
-		return nil, err
-	}
-	if e.parts, err = enc(len(b.Parts), func(i int) any { return b.Parts[i] }); err != nil {
-		return nil, err
-	}
-	if e.admit, err = enc(len(b.Admit), func(i int) any { return b.Admit[i] }); err != nil {
-		return nil, err
-	}
-	if e.inputs, err = enc(len(b.Inputs), func(i int) any { return b.Inputs[i] }); err != nil {
-		return nil, err
-	}
-	return &e, nil
-}
-
 // Commit implements store.Store: one transaction per batch. The session's
 // row is locked first thing after validation (FOR UPDATE, or the upsert
 // that writes it), so commits of one session from any number of servers
@@ -92,7 +51,7 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	enc, err := encode(b)
+	enc, err := rows.Encode(b)
 	if err != nil {
 		return fmt.Errorf("postgres: encode batch: %w", err)
 	}
@@ -139,7 +98,7 @@ func wrap(what string, err error) error { return fmt.Errorf("postgres: commit %s
 
 // apply validates and writes one batch inside tx. It returns the session's
 // last seq before the batch and the admitted inputs' positions.
-func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc *encoded) (int64, []int64, error) {
+func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc *rows.Encoded) (int64, []int64, error) {
 	if b.NoSync {
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 			return 0, nil, wrap("nosync", err)
@@ -190,7 +149,7 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 		if b.CreateOnly {
 			q = qCreateSess
 		}
-		switch err := tx.QueryRow(ctx, q, sessionID, enc.session).Scan(&lastSeq); {
+		switch err := tx.QueryRow(ctx, q, sessionID, enc.Session).Scan(&lastSeq); {
 		case errors.Is(err, pgx.ErrNoRows):
 			return 0, nil, store.ErrConflict // created meanwhile
 		case err != nil:
@@ -203,7 +162,7 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 			return 0, nil, store.ErrConflict
 		}
 		if b.Session != nil {
-			if _, err := tx.Exec(ctx, `UPDATE sessions SET json = $1 WHERE id = $2`, enc.session, sessionID); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE sessions SET json = $1 WHERE id = $2`, enc.Session, sessionID); err != nil {
 				return 0, nil, wrap("session", err)
 			}
 		}
@@ -233,7 +192,7 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 		}
 	}
 	for i, m := range b.Messages {
-		if _, err := tx.Exec(ctx, qUpsertMsg, m.ID, sessionID, enc.messages[i]); err != nil {
+		if _, err := tx.Exec(ctx, qUpsertMsg, m.ID, sessionID, enc.Messages[i]); err != nil {
 			return 0, nil, wrap("message", err)
 		}
 	}
@@ -249,7 +208,7 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 		if !ok {
 			return 0, nil, &store.OrphanPartError{PartID: p.ID, MessageID: p.MessageID, SessionID: sessionID, PartSessionID: p.SessionID}
 		}
-		if _, err := tx.Exec(ctx, qUpsertPart, p.ID, p.MessageID, sessionID, enc.parts[i]); err != nil {
+		if _, err := tx.Exec(ctx, qUpsertPart, p.ID, p.MessageID, sessionID, enc.Parts[i]); err != nil {
 			return 0, nil, wrap("part", err)
 		}
 	}
@@ -270,7 +229,7 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 	if len(b.Admit) > 0 {
 		admitOrd = make([]int64, len(b.Admit))
 		for i, in := range b.Admit {
-			if err := tx.QueryRow(ctx, qAdmit, in.ID, sessionID, string(in.State), in.Answer, in.NoReply, enc.admit[i]).Scan(&admitOrd[i]); err != nil {
+			if err := tx.QueryRow(ctx, qAdmit, in.ID, sessionID, string(in.State), in.Answer, in.NoReply, enc.Admit[i]).Scan(&admitOrd[i]); err != nil {
 				return 0, nil, wrap("admit", err)
 			}
 			for _, p := range in.Parts {
@@ -286,7 +245,7 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 		}
 	}
 	for i, in := range b.Inputs {
-		if _, err := tx.Exec(ctx, qUpdateInput, string(in.State), in.Answer, in.NoReply, enc.inputs[i], in.ID); err != nil {
+		if _, err := tx.Exec(ctx, qUpdateInput, string(in.State), in.Answer, in.NoReply, enc.Inputs[i], in.ID); err != nil {
 			return 0, nil, wrap("input", err)
 		}
 		for _, p := range in.Parts { // a replace brings new parts

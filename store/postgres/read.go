@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/opencode-server/opencode-server/store/internal/rows"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -281,15 +282,6 @@ func (s *Store) MessageExists(ctx context.Context, messageID string) (bool, erro
 	return ok, nil
 }
 
-func decodeInput(ord int64, js []byte) (*opencode.Input, error) {
-	in := new(opencode.Input)
-	if err := json.Unmarshal(js, in); err != nil {
-		return nil, fmt.Errorf("postgres: decode input: %w", err)
-	}
-	in.Order = ord
-	return in, nil
-}
-
 // GetInput implements store.Store.
 func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error) {
 	var ord int64
@@ -301,7 +293,7 @@ func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error
 	if err != nil {
 		return nil, fmt.Errorf("postgres: get input: %w", err)
 	}
-	return decodeInput(ord, js)
+	return decodeRow(ord, js)
 }
 
 // InputStatus implements store.Store: the row's columns, no JSON read.
@@ -335,7 +327,7 @@ func (s *Store) PendingInputs(ctx context.Context, sessionID string) ([]*opencod
 			if err := r.Scan(&ord, &js); err != nil {
 				return nil, err
 			}
-			return decodeInput(ord, js)
+			return decodeRow(ord, js)
 		})
 		if err != nil {
 			return err
@@ -413,4 +405,13 @@ func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 		return 0, fmt.Errorf("postgres: last seq: %w", err)
 	}
 	return seq, nil
+}
+
+// decodeRow is an input row (see rows.DecodeInput).
+func decodeRow(ord int64, js []byte) (*opencode.Input, error) {
+	in, err := rows.DecodeInput(ord, js)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: decode input: %w", err)
+	}
+	return in, nil
 }

@@ -3,9 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/opencode-server/opencode-server/store/internal/rows"
 	"slices"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -39,52 +39,11 @@ const (
 var writeStmts = []string{qAdmitTaken, qPartTaken, qInputPart, qSessionSeq, qInputExists, qUpsertSess, qUpsertMsg,
 	qMsgInSession, qUpsertPart, qDelMsgParts, qDelMsg, qDelPart, qAdmit, qTrimTombs, qUpdateInput, qAppendEvent, qSetLastSeq, qSetOpen}
 
-// encoded is a batch marshalled ahead of taking the writer lock.
-type encoded struct {
-	session  []byte
-	messages [][]byte
-	parts    [][]byte
-	admit    [][]byte
-	inputs   [][]byte
-}
-
-func encode(b *store.Batch) (*encoded, error) {
-	var e encoded
-	var err error
-	if b.Session != nil {
-		if e.session, err = json.Marshal(b.Session); err != nil {
-			return nil, err
-		}
-	}
-	enc := func(n int, f func(int) any) ([][]byte, error) {
-		out := make([][]byte, n)
-		for i := range out {
-			if out[i], err = json.Marshal(f(i)); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	if e.messages, err = enc(len(b.Messages), func(i int) any { return b.Messages[i] }); err != nil {
-		return nil, err
-	}
-	if e.parts, err = enc(len(b.Parts), func(i int) any { return b.Parts[i] }); err != nil {
-		return nil, err
-	}
-	if e.admit, err = enc(len(b.Admit), func(i int) any { return b.Admit[i] }); err != nil {
-		return nil, err
-	}
-	if e.inputs, err = enc(len(b.Inputs), func(i int) any { return b.Inputs[i] }); err != nil {
-		return nil, err
-	}
-	return &e, nil
-}
-
 // job is one Commit waiting for the group committer.
 type job struct {
 	sessionID string
 	b         *store.Batch
-	enc       *encoded
+	enc       *rows.Encoded
 	done      chan error
 }
 
@@ -100,7 +59,7 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	enc, err := encode(b)
+	enc, err := rows.Encode(b)
 	if err != nil {
 		return fmt.Errorf("sqlite: encode batch: %w", err)
 	}
@@ -245,7 +204,7 @@ func (s *Store) commitGroup(group []*job) {
 // apply validates and writes one batch inside tx, advancing *ordp. It
 // returns the session's last seq before the batch and the admitted inputs'
 // positions.
-func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *store.Batch, enc *encoded, ordp *int64) (int64, []int64, error) {
+func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *store.Batch, enc *rows.Encoded, ordp *int64) (int64, []int64, error) {
 	st := func(q string) *sql.Stmt { return tx.StmtContext(ctx, s.ws[q]) }
 
 	// Validate everything first so the batch applies all or nothing.
@@ -321,7 +280,7 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 	ord := *ordp
 	if b.Session != nil {
 		ord++
-		if _, err := st(qUpsertSess).ExecContext(ctx, sessionID, ord, enc.session); err != nil {
+		if _, err := st(qUpsertSess).ExecContext(ctx, sessionID, ord, enc.Session); err != nil {
 			return 0, nil, fmt.Errorf("sqlite: commit session: %w", err)
 		}
 	}
@@ -338,7 +297,7 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 		um := st(qUpsertMsg)
 		for i, m := range b.Messages {
 			ord++
-			if _, err := um.ExecContext(ctx, m.ID, sessionID, ord, enc.messages[i]); err != nil {
+			if _, err := um.ExecContext(ctx, m.ID, sessionID, ord, enc.Messages[i]); err != nil {
 				return 0, nil, fmt.Errorf("sqlite: commit message: %w", err)
 			}
 		}
@@ -360,7 +319,7 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 				return 0, nil, &store.OrphanPartError{PartID: p.ID, MessageID: p.MessageID, SessionID: sessionID, PartSessionID: p.SessionID}
 			}
 			ord++
-			if _, err := up.ExecContext(ctx, p.ID, p.MessageID, sessionID, ord, enc.parts[i]); err != nil {
+			if _, err := up.ExecContext(ctx, p.ID, p.MessageID, sessionID, ord, enc.Parts[i]); err != nil {
 				return 0, nil, fmt.Errorf("sqlite: commit part: %w", err)
 			}
 		}
@@ -385,7 +344,7 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 		for i, in := range b.Admit {
 			ord++
 			admitOrd[i] = ord
-			if _, err := ad.ExecContext(ctx, in.ID, sessionID, ord, string(in.State), enc.admit[i]); err != nil {
+			if _, err := ad.ExecContext(ctx, in.ID, sessionID, ord, string(in.State), enc.Admit[i]); err != nil {
 				return 0, nil, fmt.Errorf("sqlite: commit admit: %w", err)
 			}
 			for _, p := range in.Parts {
@@ -403,7 +362,7 @@ func (s *Store) apply(ctx context.Context, tx *sql.Tx, sessionID string, b *stor
 	if len(b.Inputs) > 0 {
 		ui := st(qUpdateInput)
 		for i, in := range b.Inputs {
-			if _, err := ui.ExecContext(ctx, string(in.State), enc.inputs[i], in.ID); err != nil {
+			if _, err := ui.ExecContext(ctx, string(in.State), enc.Inputs[i], in.ID); err != nil {
 				return 0, nil, fmt.Errorf("sqlite: commit input: %w", err)
 			}
 			for _, p := range in.Parts { // a replace brings new parts

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/opencode-server/opencode-server/store/internal/rows"
 	"slices"
 	"strings"
 
@@ -325,15 +326,6 @@ func (s *Store) MessageExists(ctx context.Context, messageID string) (bool, erro
 	return ok, nil
 }
 
-func decodeInput(ord int64, js []byte) (*opencode.Input, error) {
-	in := new(opencode.Input)
-	if err := json.Unmarshal(js, in); err != nil {
-		return nil, fmt.Errorf("sqlite: decode input: %w", err)
-	}
-	in.Order = ord
-	return in, nil
-}
-
 // GetInput implements store.Store.
 func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error) {
 	var ord int64
@@ -345,7 +337,7 @@ func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: get input: %w", err)
 	}
-	return decodeInput(ord, js)
+	return decodeRow(ord, js)
 }
 
 // InputStatus implements store.Store. SQLite reads the two fields out of
@@ -381,7 +373,7 @@ func (s *Store) PendingInputs(ctx context.Context, sessionID string) ([]*opencod
 			if err := rows.Scan(&ord, &js); err != nil {
 				return err
 			}
-			in, err := decodeInput(ord, js)
+			in, err := decodeRow(ord, js)
 			if err != nil {
 				return err
 			}
@@ -459,4 +451,13 @@ func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 		return 0, fmt.Errorf("sqlite: last seq: %w", err)
 	}
 	return seq, nil
+}
+
+// decodeRow is an input row (see rows.DecodeInput).
+func decodeRow(ord int64, js []byte) (*opencode.Input, error) {
+	in, err := rows.DecodeInput(ord, js)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: decode input: %w", err)
+	}
+	return in, nil
 }
