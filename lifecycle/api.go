@@ -56,18 +56,21 @@ type Result struct {
 	// Pos is the bus position of the turn's last event; pass it to Flushed
 	// before answering so SSE clients have seen the whole turn.
 	Pos int64
+	// Directory is the session's, for Flushed to find its streams.
+	Directory string
 }
 
 // Wait blocks until the turn that input messageID was delivered into ends.
 // A revoked input answers at once with an ERevoked error.
 func (m *Manager) Wait(ctx context.Context, sessionID, messageID string) (Result, error) {
 	var ch chan waitResult
-	if err := m.do(ctx, sessionID, func(r *runner) { ch = r.wait(messageID) }); err != nil {
+	var dir string
+	if err := m.do(ctx, sessionID, func(r *runner) { ch, dir = r.wait(messageID), r.sess.Directory }); err != nil {
 		return Result{}, err
 	}
 	select {
 	case res := <-ch:
-		return Result{Message: res.msg, Pos: res.pos}, res.err
+		return Result{Message: res.msg, Pos: res.pos, Directory: dir}, res.err
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}

@@ -515,16 +515,13 @@ func (m *Manager) Subscribe(buf int, filter func(*opencode.Event) bool) *eventbu
 	return m.bus.Subscribe(buf, filter)
 }
 
-// Flushed waits until every subscriber that receives session sessionID's
-// events has written out what it was sent up to bus position pos, or ctx
-// ends. Streams of other sessions are not waited for, nor one that stopped
-// reading (see eventbus.WaitDelivered).
-func (m *Manager) Flushed(ctx context.Context, sessionID string, pos int64) {
-	probe := &opencode.Event{SessionID: sessionID, Durable: true}
-	if s, err := m.store.GetSession(ctx, sessionID); err == nil {
-		probe.Directory = s.Directory
-	}
-	m.bus.WaitDelivered(ctx, pos, probe)
+// Flushed waits until every subscriber that receives the session's events
+// has written out what it was sent up to the turn's last event (res.Pos),
+// or ctx ends. Streams of other sessions and directories are not waited
+// for, nor one that stopped reading (see eventbus.WaitDelivered); the
+// directory comes with res, so this reads nothing.
+func (m *Manager) Flushed(ctx context.Context, res Result, sessionID string) {
+	m.bus.WaitDelivered(ctx, res.Pos, &opencode.Event{SessionID: sessionID, Directory: res.Directory, Durable: true})
 }
 
 func (m *Manager) publish(e *opencode.Event) int64 { return m.bus.Publish(e) }

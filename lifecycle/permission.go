@@ -115,7 +115,7 @@ func (r *runner) ask(call *toolRun, permission string, patterns []string) (strin
 	if action == "allow" {
 		return "allow", nil
 	}
-	req := PermissionRequest{ID: identifier.Ascending(identifier.Permission), SessionID: r.id, Permission: permission,
+	req := PermissionRequest{ID: r.m.ids.Ascending(identifier.Permission), SessionID: r.id, Permission: permission,
 		Patterns: patterns, Metadata: map[string]any{}, Always: patterns,
 		Tool: &PermissionTool{MessageID: call.messageID, CallID: call.callID}}
 	a := &pendingAsk{req: req, reply: make(chan string, 1)}

@@ -71,7 +71,7 @@ func (r *runner) onQuestion(st *step, q *questionAsk) {
 		q.resp <- nil
 		return
 	}
-	req := QuestionRequest{ID: identifier.Ascending(identifier.Question), SessionID: r.id, Questions: q.questions,
+	req := QuestionRequest{ID: r.m.ids.Ascending(identifier.Question), SessionID: r.id, Questions: q.questions,
 		Tool: &PermissionTool{MessageID: c.messageID, CallID: c.callID}}
 	pq := &pendingQuestion{req: req, reply: make(chan questionReply, 1)}
 	r.m.mu.Lock()

@@ -45,7 +45,7 @@ type Core interface {
 	Message(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error)
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
-	Flushed(ctx context.Context, sessionID string, pos int64)
+	Flushed(ctx context.Context, res lifecycle.Result, sessionID string)
 
 	// Permissions, revert and diffs.
 	Permissions() []lifecycle.PermissionRequest

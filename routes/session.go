@@ -517,7 +517,7 @@ func (s *Server) promptSync(w http.ResponseWriter, r *http.Request) error {
 	// opencode run --attach exits as soon as this answer arrives: make sure
 	// every event of the turn has reached the SSE clients first.
 	ctx, cancel := context.WithTimeout(r.Context(), flushWait)
-	s.m.Flushed(ctx, id, res.Pos)
+	s.m.Flushed(ctx, res, id)
 	cancel()
 	writeJSON(w, http.StatusOK, res.Message)
 	return nil
