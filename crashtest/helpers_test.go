@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/opencode-server/opencode-server/internal/pgtest"
 )
 
 // binPath is the server binary built once by TestMain.
@@ -39,7 +41,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "crashtest: build:", err)
 			return 1
 		}
-		return m.Run()
+		return pgtest.Main(m) // a PostgreSQL for the scale-out tests
 	}()
 	os.Exit(code)
 }

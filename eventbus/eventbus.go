@@ -110,6 +110,23 @@ func (b *Bus) Publish(e *opencode.Event) int64 {
 	return e.Pos
 }
 
+// Reset cuts every subscriber off, as if each were too slow: its stream
+// ends and its client reconnects (v1) or resumes from its cursor (v2).
+// Used when events may have been missed (a cluster instance's feed from
+// the others broke).
+func (b *Bus) Reset() {
+	b.mu.Lock()
+	subs := make([]*Subscription, 0, len(b.subs))
+	for s := range b.subs {
+		subs = append(subs, s)
+	}
+	b.mu.Unlock()
+	for _, s := range subs {
+		s.dropped.Store(true)
+		s.Close()
+	}
+}
+
 // Position is the position of the last event published.
 func (b *Bus) Position() int64 { return b.pos.Load() }
 

@@ -98,6 +98,9 @@ func (t *outbox) session(s opencode.Session) {
 func (t *outbox) flush() (int64, error) {
 	r := t.r
 	r.pend = nil
+	if r.failure == nil && !r.owned() {
+		r.fenced()
+	}
 	if r.failure != nil {
 		return 0, r.failure
 	}

@@ -78,8 +78,11 @@ type Config struct {
 	Agents []agent.Agent
 	// IDs mints the IDs the core creates (assistant messages, parts,
 	// events, forked sessions): the process-wide generator when nil.
-	IDs    *identifier.Generator
-	Logger *slog.Logger
+	IDs *identifier.Generator
+	// Cluster, if set, makes this manager one instance of several sharing
+	// the store (see cluster.go); it is the store's cluster side.
+	Cluster store.Cluster
+	Logger  *slog.Logger
 }
 
 // Manager owns the runners.
@@ -97,7 +100,10 @@ type Manager struct {
 	mu      sync.Mutex
 	runners map[string]*runner
 	busy    map[string]bool
-	asks    map[string]*pendingAsk
+	// remote is the status of busy sessions other instances run.
+	remote map[string]string
+	cl     store.Cluster
+	asks   map[string]*pendingAsk
 	// questions are the question tool calls waiting for the user.
 	questions map[string]*pendingQuestion
 	closed    bool
@@ -136,15 +142,29 @@ func New(cfg Config) *Manager {
 		cfg.IdleTimeout = 5 * time.Minute
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		runners: map[string]*runner{}, busy: map[string]bool{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
+	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
+		runners: map[string]*runner{}, busy: map[string]bool{}, remote: map[string]string{}, cl: cfg.Cluster, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
+	if m.cl != nil {
+		m.cl.Attach(m.relay, m.lost, m.bus.Reset)
+	}
+	return m
 }
 
 // Resume starts the runners of sessions that have pending inputs or a turn
 // that a crash or shutdown cut off, so they are closed, continued and
 // drained without waiting for a client.
 func (m *Manager) Resume(ctx context.Context) error {
+	if m.cl != nil {
+		// One of several instances: only sessions whose owner is gone,
+		// now and from now on.
+		if err := m.sweep(ctx); err != nil {
+			return err
+		}
+		m.wg.Add(1)
+		go m.sweepLoop()
+		return nil
+	}
 	// Only the sessions a crash or shutdown left open (flagged when a turn
 	// starts, cleared when it ends) or with pending inputs: start-up does
 	// not read every history.
@@ -153,22 +173,27 @@ func (m *Manager) Resume(ctx context.Context) error {
 		return err
 	}
 	for _, id := range ids {
-		if _, err := m.runner(ctx, id); err != nil {
-			return err
-		}
-		// A session flagged open with nothing left to do (an older store,
-		// or a turn whose end was its last commit) is cleared.
-		err := m.do(ctx, id, func(r *runner) {
-			if r.turn == nil && len(r.pending) == 0 {
-				closed := false
-				r.outbox().batch.Open = &closed
-			}
-		})
-		if err != nil {
+		if err := m.resume(ctx, id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// resume starts one session's runner, which closes what a crash left
+// open and picks up pending work.
+func (m *Manager) resume(ctx context.Context, id string) error {
+	if _, err := m.runner(ctx, id); err != nil {
+		return err
+	}
+	// A session flagged open with nothing left to do (an older store,
+	// or a turn whose end was its last commit) is cleared.
+	return m.do(ctx, id, func(r *runner) {
+		if r.turn == nil && len(r.pending) == 0 {
+			closed := false
+			r.outbox().batch.Open = &closed
+		}
+	})
 }
 
 // Drain waits until no turn runs, or ctx ends (the shutdown grace period).
@@ -200,6 +225,12 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	if m.cl != nil {
+		// Others take this instance's sessions over at once.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		m.cl.Leave(ctx)
+		cancel()
+	}
 }
 
 func (m *Manager) now() int64 { return m.cfg.Clock().UnixMilli() }
@@ -266,6 +297,9 @@ func (m *Manager) adopt(st *state) (*runner, error) {
 	}
 	if r := m.runners[st.sess.ID]; r != nil {
 		return r, nil
+	}
+	if m.cl != nil && st.epoch == 0 {
+		st.epoch, _ = m.cl.Held(st.sess.ID) // created here: the store made it ours
 	}
 	r := newRunner(m, st)
 	m.runners[st.sess.ID] = r
@@ -497,7 +531,10 @@ func (m *Manager) Message(ctx context.Context, sessionID, messageID string) (ope
 func (m *Manager) Status() map[string]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]string, len(m.busy))
+	out := make(map[string]string, len(m.busy)+len(m.remote))
+	for id, st := range m.remote {
+		out[id] = st
+	}
 	for id := range m.busy {
 		out[id] = "busy"
 	}
@@ -524,7 +561,15 @@ func (m *Manager) Flushed(ctx context.Context, res Result, sessionID string) {
 	m.bus.WaitDelivered(ctx, res.Pos, &opencode.Event{SessionID: sessionID, Directory: res.Directory, Durable: true})
 }
 
-func (m *Manager) publish(e *opencode.Event) int64 { return m.bus.Publish(e) }
+// publish puts an event on this instance's bus and, in a cluster, hands it
+// to the other instances.
+func (m *Manager) publish(e *opencode.Event) int64 {
+	pos := m.bus.Publish(e)
+	if m.cl != nil {
+		m.cl.Broadcast(e)
+	}
+	return pos
+}
 
 // PageQuery selects a page of messages (store.PageQuery).
 type PageQuery = store.PageQuery

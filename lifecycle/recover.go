@@ -19,12 +19,19 @@ type state struct {
 	msgs     []opencode.MessageWithParts
 	lastSeq  int64
 	lastUser string
+	// epoch is the claim under which this instance runs the session
+	// (cluster mode).
+	epoch int64
 	// lazy: the session has nothing to resume, so its history was not read
 	// (a cold inbox, abort or edit does not need it); a turn reads it.
 	lazy bool
 }
 
 func (m *Manager) load(ctx context.Context, id string) (*state, error) {
+	epoch, err := m.claim(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	sess, err := m.store.GetSession(ctx, id)
 	if err != nil {
 		return nil, mapStoreErr(err, id)
@@ -37,7 +44,7 @@ func (m *Manager) load(ctx context.Context, id string) (*state, error) {
 	if err != nil {
 		return nil, mapStoreErr(err, id)
 	}
-	st := &state{sess: sess, pending: pending, lastSeq: last}
+	st := &state{sess: sess, pending: pending, lastSeq: last, epoch: epoch}
 	if len(pending) == 0 {
 		open, err := m.store.SessionOpen(ctx, id)
 		if err != nil {

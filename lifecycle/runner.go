@@ -2,10 +2,12 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/tool"
 )
 
@@ -53,6 +55,8 @@ type runner struct {
 
 	sess    opencode.Session
 	lastSeq int64
+	// epoch is the claim this runner runs under (cluster mode, see owned).
+	epoch   int64
 	pending []*opencode.Input // the inbox, in admission order
 	history []provider.Message
 	turn    *turn
@@ -126,7 +130,7 @@ type step struct {
 
 func newRunner(m *Manager, st *state) *runner {
 	r := &runner{m: m, id: st.sess.ID, cmds: make(chan command, 64), stream: make(chan streamMsg, 256), boot: st.msgs,
-		done: make(chan struct{}), sess: st.sess, lastSeq: st.lastSeq, pending: st.pending, lazy: st.lazy,
+		done: make(chan struct{}), sess: st.sess, lastSeq: st.lastSeq, epoch: st.epoch, pending: st.pending, lazy: st.lazy,
 		waiters: map[string][]chan waitResult{}}
 	return r
 }
@@ -230,6 +234,10 @@ func (r *runner) evict() bool {
 	r.m.mu.Unlock()
 	r.exit = errEvicted
 	close(r.done)
+	if cl := r.m.cl; cl != nil {
+		// Nothing of it lives in memory: any instance may take it.
+		cl.Release(context.Background(), r.id, r.epoch)
+	}
 	return true
 }
 
@@ -283,7 +291,11 @@ func (r *runner) stop(why error) {
 // store still shows open.
 func (r *runner) fail() {
 	err := r.failure
-	r.m.log.Error("commit failed: session runner stopped", "session", r.id, "err", err)
+	if errors.Is(err, store.ErrFenced) {
+		r.m.log.Warn("session taken over by another instance: runner stopped", "session", r.id)
+	} else {
+		r.m.log.Error("commit failed: session runner stopped", "session", r.id, "err", err)
+	}
 	if r.turn != nil {
 		r.turn.cancel()
 		r.turn = nil

@@ -118,6 +118,10 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	}
 	n, ctx, dir := st.n, r.turn.ctx, r.sess.Directory
 	args := tc.Arguments
+	if !r.owned() {
+		r.fenced() // no tool runs for a session this instance lost
+		return
+	}
 	r.m.wg.Add(1)
 	callID := c.callID
 	progress := func(md map[string]any) {

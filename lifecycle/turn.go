@@ -254,6 +254,10 @@ func (r *runner) startStep() {
 	n := st.n
 	ctx := tu.ctx
 	prov := r.m.providerFor(tu.model)
+	if !r.owned() {
+		r.fenced() // no model call for a session this instance lost
+		return
+	}
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()

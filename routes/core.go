@@ -45,6 +45,9 @@ type Core interface {
 	Message(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error)
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
+	// Owner is the address of another live instance that runs the session
+	// (scale-out), "" when this instance serves it.
+	Owner(ctx context.Context, sessionID string) (string, error)
 	Flushed(ctx context.Context, res lifecycle.Result, sessionID string)
 
 	// Permissions, revert and diffs.

@@ -46,7 +46,12 @@ type Config struct {
 	Commands map[string]config.CommandConfig
 	// MaxStreams caps concurrent SSE streams per client address (default 64).
 	MaxStreams int
-	Logger     *slog.Logger
+	// ForwardWindow is how long a request for a session another instance
+	// runs keeps being retried when that instance does not answer (it may
+	// have died: its lease must expire and the session be claimed): the
+	// lease TTL plus a margin. Zero: 5 s.
+	ForwardWindow time.Duration
+	Logger        *slog.Logger
 	// MCP are the MCP servers (GET /mcp, connect, disconnect, add); nil:
 	// none configured.
 	MCP MCPServers
@@ -88,7 +93,7 @@ func New(cfg Config) http.Handler {
 	}
 	s := &Server{cfg: cfg, m: cfg.Manager, ids: cfg.IDs, log: cfg.Logger, streams: newStreamLimiter(cfg.MaxStreams)}
 	r := chi.NewRouter()
-	r.Use(s.accessLog, s.recoverer, s.cors, s.auth)
+	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, s.forward)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		fam := v1
 		if isV2(r) {

@@ -126,7 +126,24 @@ func (s *Server) v2SessionEvents(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 	}
-	s.pump(r, sw, sub, opencode.FrameDurable, frameDurable, func(e *opencode.Event) bool { return e.Seq <= sent })
+	s.pump(r, sw, sub, opencode.FrameDurable, frameDurable, func(e *opencode.Event) bool {
+		if e.Seq <= sent {
+			return true // sent by the replay
+		}
+		if e.Seq > sent+1 {
+			// A gap: events relayed from another instance (scale-out) may
+			// start past what this stream sent. The log fills it, so the
+			// stream stays gapless whoever published.
+			evs, _ := s.m.Events(r.Context(), id, sent, int(e.Seq-sent-1))
+			for _, g := range evs {
+				if g.Seq < e.Seq && sw.write(frameDurable(g)) {
+					sent = g.Seq
+				}
+			}
+		}
+		sent = e.Seq
+		return false
+	})
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/store/memory"
+	"github.com/opencode-server/opencode-server/store/postgres"
 	"github.com/opencode-server/opencode-server/store/sqlite"
 )
 
@@ -48,6 +49,9 @@ type options struct {
 	delay     time.Duration
 	heartbeat time.Duration
 	grace     time.Duration
+	pgURL     string
+	advertise string
+	leaseTTL  time.Duration
 }
 
 func defaultDataDir() string {
@@ -67,7 +71,12 @@ func parseFlags(args []string, stderr *os.File) (options, error) {
 	fs.StringVar(&o.hostname, "hostname", "127.0.0.1", "address to listen on")
 	fs.IntVar(&o.port, "port", 4096, "port to listen on (0 picks a free one)")
 	fs.StringVar(&o.data, "data", defaultDataDir(), "data directory (holds the SQLite store)")
-	fs.StringVar(&o.storeKind, "store", "sqlite", "store: sqlite or memory")
+	fs.StringVar(&o.storeKind, "store", "sqlite", "store: sqlite, memory, or postgres (several instances share one database)")
+	fs.StringVar(&o.pgURL, "postgres-url", os.Getenv("OPENCODE_SERVER_POSTGRES_URL"),
+		"PostgreSQL connection URL for --store postgres (default $OPENCODE_SERVER_POSTGRES_URL)")
+	fs.StringVar(&o.advertise, "advertise", "", "URL other instances forward this instance's sessions' requests to (default http://HOSTNAME:PORT)")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", 3*time.Second,
+		"--store postgres: an instance that has not renewed its lease for this long is dead and its sessions are taken over")
 	fs.StringVar(&o.directory, "directory", "", "project directory of new sessions (default: the working directory)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.config, "config", "", "opencode.json to read after the global and project ones")
@@ -109,7 +118,15 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	// ln is opened before the store: with --port 0 the advertised address
+	// needs the port.
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.hostname, strconv.Itoa(o.port)))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	var st store.Store
+	var cluster store.Cluster
 	switch o.storeKind {
 	case "sqlite":
 		path := filepath.Join(o.data, "opencode-server.db")
@@ -119,8 +136,21 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 		}
 	case "memory":
 		st = memory.New()
+	case "postgres":
+		if o.pgURL == "" {
+			return errors.New("--store postgres needs --postgres-url or OPENCODE_SERVER_POSTGRES_URL")
+		}
+		addr := o.advertise
+		if addr == "" {
+			addr = "http://" + ln.Addr().String()
+		}
+		pg, err := postgres.OpenCluster(ctx, o.pgURL, postgres.ClusterOptions{Addr: addr, TTL: o.leaseTTL, Logger: log})
+		if err != nil {
+			return err
+		}
+		st, cluster = pg, pg.Cluster()
 	default:
-		return fmt.Errorf("--store must be sqlite or memory, not %q", o.storeKind)
+		return fmt.Errorf("--store must be sqlite, memory or postgres, not %q", o.storeKind)
 	}
 	defer st.Close()
 
@@ -135,16 +165,13 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 	a, err := app.New(ctx, app.Options{Store: st, Directory: o.directory, Config: cfg,
 		Scripted: scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay},
 		Username: os.Getenv("OPENCODE_SERVER_USERNAME"), Password: os.Getenv("OPENCODE_SERVER_PASSWORD"),
-		Heartbeat: o.heartbeat, CORS: o.cors, Logger: log, DataDir: o.data})
+		Heartbeat: o.heartbeat, CORS: o.cors, Logger: log, DataDir: o.data,
+		Cluster: cluster, ForwardWindow: o.leaseTTL + 2*time.Second})
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
 	defer a.Close()
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(o.hostname, strconv.Itoa(o.port)))
-	if err != nil {
-		return err
-	}
 	// ReadTimeout bounds a request body sent byte by byte; it does not limit
 	// SSE responses (writes have their own per-frame deadlines).
 	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,

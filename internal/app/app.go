@@ -48,7 +48,12 @@ type Options struct {
 	// empty: a temporary directory.
 	DataDir string
 	Clock   func() time.Time
-	Logger  *slog.Logger
+	// Cluster makes this server one instance of several sharing Store
+	// (scale-out); ForwardWindow is how long a request for a session whose
+	// owner does not answer is retried (the lease TTL plus a margin).
+	Cluster       store.Cluster
+	ForwardWindow time.Duration
+	Logger        *slog.Logger
 }
 
 // App is a wired server.
@@ -161,7 +166,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: models[modelKey{defProvider, defModel}],
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
-		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir),
+		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir), Cluster: o.Cluster,
 		Home: home, ConfigDir: config.GlobalDir(), Instructions: o.Config.Instructions,
 		SmallProviderID: smallPID, SmallModelID: smallMID, Agents: agents, MoreTools: moreTools,
 		NoClaude: noClaude, NoProject: os.Getenv("OPENCODE_DISABLE_PROJECT_CONFIG") != "",
@@ -182,7 +187,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
-		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers})
+		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers, ForwardWindow: o.ForwardWindow})
 	started = true
 	return a, nil
 }

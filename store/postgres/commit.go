@@ -19,9 +19,9 @@ const (
 	qAdmitTaken   = `SELECT EXISTS(SELECT 1 FROM inputs WHERE id = $1) OR EXISTS(SELECT 1 FROM messages WHERE id = $1)`
 	qPartTaken    = `SELECT EXISTS(SELECT 1 FROM parts WHERE id = $1) OR EXISTS(SELECT 1 FROM input_parts WHERE id = $1)`
 	qInputPart    = `INSERT INTO input_parts(id, input_id, session_id) VALUES($1, $2, $3) ON CONFLICT (id) DO NOTHING`
-	qLockSession  = `SELECT last_seq FROM sessions WHERE id = $1 FOR UPDATE`
+	qLockSession  = `SELECT last_seq, owner, epoch FROM sessions WHERE id = $1 FOR UPDATE`
 	qInputExists  = `SELECT EXISTS(SELECT 1 FROM inputs WHERE id = $1)`
-	qCreateSess   = `INSERT INTO sessions(id, ord, json) VALUES($1, nextval('ord_seq'), $2) ON CONFLICT (id) DO NOTHING RETURNING last_seq`
+	qCreateSess   = `INSERT INTO sessions(id, ord, json, owner, epoch) VALUES($1, nextval('ord_seq'), $2, $3, 1) ON CONFLICT (id) DO NOTHING RETURNING last_seq`
 	qUpsertSess   = `INSERT INTO sessions(id, ord, json) VALUES($1, nextval('ord_seq'), $2) ON CONFLICT (id) DO UPDATE SET json = excluded.json RETURNING last_seq`
 	qUpsertMsg    = `INSERT INTO messages(id, session_id, ord, json) VALUES($1, $2, nextval('ord_seq'), $3) ON CONFLICT (id) DO UPDATE SET json = excluded.json WHERE messages.session_id = excluded.session_id`
 	qMsgInSession = `SELECT EXISTS(SELECT 1 FROM messages WHERE id = $1 AND session_id = $2)`
@@ -58,13 +58,25 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	ctx = context.WithoutCancel(ctx)
 	var lastSeq int64
 	var admitOrd []int64
+	var created bool
+	var me *string // the owner a session created here gets (cluster mode)
+	if s.cl != nil {
+		id := s.cl.Instance()
+		me = &id
+	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		lastSeq, admitOrd, err = apply(ctx, tx, sessionID, b, enc)
+		lastSeq, admitOrd, created, err = s.apply(ctx, tx, sessionID, b, enc, me)
 		return err
 	})
 	if err != nil {
 		return conflict(err)
+	}
+	if created && me != nil {
+		// The creator owns a new session under epoch 1.
+		if _, err := s.cl.hold(*me, sessionID, 1); err != nil {
+			return err
+		}
 	}
 	for k, in := range b.Admit {
 		in.Order = admitOrd[k]
@@ -97,11 +109,15 @@ func conflict(err error) error {
 func wrap(what string, err error) error { return fmt.Errorf("postgres: commit %s: %w", what, err) }
 
 // apply validates and writes one batch inside tx. It returns the session's
-// last seq before the batch and the admitted inputs' positions.
-func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc *rows.Encoded) (int64, []int64, error) {
+// last seq before the batch, the admitted inputs' positions and whether it
+// created the session (owned by me, in cluster mode). In cluster mode an
+// existing session's row must name this instance as its owner under the
+// epoch it claimed, else the batch fails with store.ErrFenced: the row
+// lock that hands out the seqs also fences.
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc *rows.Encoded, me *string) (int64, []int64, bool, error) {
 	if b.NoSync {
 		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return 0, nil, wrap("nosync", err)
+			return 0, nil, false, wrap("nosync", err)
 		}
 	}
 	// Validate first (the transaction makes the batch all or nothing
@@ -110,60 +126,71 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 		seen := make(map[string]bool, len(b.Admit))
 		for _, in := range b.Admit {
 			if seen[in.ID] {
-				return 0, nil, store.ErrConflict
+				return 0, nil, false, store.ErrConflict
 			}
 			seen[in.ID] = true
 			var used bool
 			if err := tx.QueryRow(ctx, qAdmitTaken, in.ID).Scan(&used); err != nil {
-				return 0, nil, wrap("admit", err)
+				return 0, nil, false, wrap("admit", err)
 			}
 			if used {
-				return 0, nil, store.ErrConflict
+				return 0, nil, false, store.ErrConflict
 			}
 		}
 		seenPart := map[string]bool{}
 		for _, in := range b.Admit {
 			for _, p := range in.Parts {
 				if seenPart[p.ID] {
-					return 0, nil, &store.PartConflictError{ID: p.ID}
+					return 0, nil, false, &store.PartConflictError{ID: p.ID}
 				}
 				seenPart[p.ID] = true
 				var used bool
 				if err := tx.QueryRow(ctx, qPartTaken, p.ID).Scan(&used); err != nil {
-					return 0, nil, wrap("admit", err)
+					return 0, nil, false, wrap("admit", err)
 				}
 				if used {
-					return 0, nil, &store.PartConflictError{ID: p.ID}
+					return 0, nil, false, &store.PartConflictError{ID: p.ID}
 				}
 			}
 		}
 	}
-	// Lock the session row: it serialises the session's commits.
-	var lastSeq int64
-	switch err := tx.QueryRow(ctx, qLockSession, sessionID).Scan(&lastSeq); {
+	// Lock the session row: it serialises the session's commits (and,
+	// in cluster mode, fences them).
+	var lastSeq, epoch int64
+	var owner *string
+	created := false
+	switch err := tx.QueryRow(ctx, qLockSession, sessionID).Scan(&lastSeq, &owner, &epoch); {
 	case errors.Is(err, pgx.ErrNoRows):
 		if b.Session == nil {
-			return 0, nil, store.ErrNotFound
+			return 0, nil, false, store.ErrNotFound
 		}
 		q := qUpsertSess // a concurrent create of the same ID becomes a replace
-		if b.CreateOnly {
-			q = qCreateSess
+		args := []any{sessionID, enc.Session}
+		if b.CreateOnly || me != nil {
+			// In cluster mode always an insert: a replace would skip the fence.
+			q, args = qCreateSess, append(args, me)
 		}
-		switch err := tx.QueryRow(ctx, q, sessionID, enc.Session).Scan(&lastSeq); {
+		switch err := tx.QueryRow(ctx, q, args...).Scan(&lastSeq); {
 		case errors.Is(err, pgx.ErrNoRows):
-			return 0, nil, store.ErrConflict // created meanwhile
+			return 0, nil, false, store.ErrConflict // created meanwhile
 		case err != nil:
-			return 0, nil, wrap("session", err)
+			return 0, nil, false, wrap("session", err)
 		}
+		created = true
 	case err != nil:
-		return 0, nil, wrap("session", err)
+		return 0, nil, false, wrap("session", err)
 	default:
+		if s.cl != nil {
+			if err := s.cl.fence(sessionID, owner, epoch); err != nil {
+				return 0, nil, false, err
+			}
+		}
 		if b.CreateOnly {
-			return 0, nil, store.ErrConflict
+			return 0, nil, false, store.ErrConflict
 		}
 		if b.Session != nil {
 			if _, err := tx.Exec(ctx, `UPDATE sessions SET json = $1 WHERE id = $2`, enc.Session, sessionID); err != nil {
-				return 0, nil, wrap("session", err)
+				return 0, nil, false, wrap("session", err)
 			}
 		}
 	}
@@ -178,22 +205,22 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 			}
 			var ok bool
 			if err := tx.QueryRow(ctx, qInputExists, in.ID).Scan(&ok); err != nil {
-				return 0, nil, wrap("input", err)
+				return 0, nil, false, wrap("input", err)
 			}
 			if !ok {
-				return 0, nil, store.ErrNotFound
+				return 0, nil, false, store.ErrNotFound
 			}
 		}
 	}
 
 	if b.Open != nil {
 		if _, err := tx.Exec(ctx, qSetOpen, *b.Open, sessionID); err != nil {
-			return 0, nil, wrap("open", err)
+			return 0, nil, false, wrap("open", err)
 		}
 	}
 	for i, m := range b.Messages {
 		if _, err := tx.Exec(ctx, qUpsertMsg, m.ID, sessionID, enc.Messages[i]); err != nil {
-			return 0, nil, wrap("message", err)
+			return 0, nil, false, wrap("message", err)
 		}
 	}
 	for i, p := range b.Parts {
@@ -202,27 +229,27 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 		ok := p.SessionID == sessionID
 		if ok {
 			if err := tx.QueryRow(ctx, qMsgInSession, p.MessageID, sessionID).Scan(&ok); err != nil {
-				return 0, nil, wrap("part", err)
+				return 0, nil, false, wrap("part", err)
 			}
 		}
 		if !ok {
-			return 0, nil, &store.OrphanPartError{PartID: p.ID, MessageID: p.MessageID, SessionID: sessionID, PartSessionID: p.SessionID}
+			return 0, nil, false, &store.OrphanPartError{PartID: p.ID, MessageID: p.MessageID, SessionID: sessionID, PartSessionID: p.SessionID}
 		}
 		if _, err := tx.Exec(ctx, qUpsertPart, p.ID, p.MessageID, sessionID, enc.Parts[i]); err != nil {
-			return 0, nil, wrap("part", err)
+			return 0, nil, false, wrap("part", err)
 		}
 	}
 	for _, id := range b.DeleteMessages {
 		if _, err := tx.Exec(ctx, qDelMsgParts, id, sessionID); err != nil {
-			return 0, nil, wrap("delete", err)
+			return 0, nil, false, wrap("delete", err)
 		}
 		if _, err := tx.Exec(ctx, qDelMsg, id, sessionID); err != nil {
-			return 0, nil, wrap("delete", err)
+			return 0, nil, false, wrap("delete", err)
 		}
 	}
 	for _, id := range b.DeleteParts {
 		if _, err := tx.Exec(ctx, qDelPart, id, sessionID); err != nil {
-			return 0, nil, wrap("delete", err)
+			return 0, nil, false, wrap("delete", err)
 		}
 	}
 	var admitOrd []int64
@@ -230,27 +257,27 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 		admitOrd = make([]int64, len(b.Admit))
 		for i, in := range b.Admit {
 			if err := tx.QueryRow(ctx, qAdmit, in.ID, sessionID, string(in.State), in.Answer, in.NoReply, enc.Admit[i]).Scan(&admitOrd[i]); err != nil {
-				return 0, nil, wrap("admit", err)
+				return 0, nil, false, wrap("admit", err)
 			}
 			for _, p := range in.Parts {
 				if _, err := tx.Exec(ctx, qInputPart, p.ID, in.ID, sessionID); err != nil {
-					return 0, nil, wrap("admit", err)
+					return 0, nil, false, wrap("admit", err)
 				}
 			}
 		}
 		if slices.ContainsFunc(b.Admit, func(in *opencode.Input) bool { return in.State == opencode.InputTombstone }) {
 			if _, err := tx.Exec(ctx, qTrimTombs, sessionID, store.MaxTombstones-1); err != nil {
-				return 0, nil, wrap("tombstones", err)
+				return 0, nil, false, wrap("tombstones", err)
 			}
 		}
 	}
 	for i, in := range b.Inputs {
 		if _, err := tx.Exec(ctx, qUpdateInput, string(in.State), in.Answer, in.NoReply, enc.Inputs[i], in.ID); err != nil {
-			return 0, nil, wrap("input", err)
+			return 0, nil, false, wrap("input", err)
 		}
 		for _, p := range in.Parts { // a replace brings new parts
 			if _, err := tx.Exec(ctx, qInputPart, p.ID, in.ID, sessionID); err != nil {
-				return 0, nil, wrap("input", err)
+				return 0, nil, false, wrap("input", err)
 			}
 		}
 	}
@@ -265,13 +292,13 @@ func apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store.Batch, enc
 			}
 		}
 		if _, err := tx.Exec(ctx, qAppendEvents, sessionID, lastSeq, ids, types, versions, dirs, data); err != nil {
-			return 0, nil, wrap("events", err)
+			return 0, nil, false, wrap("events", err)
 		}
 		if _, err := tx.Exec(ctx, qSetLastSeq, lastSeq+int64(n), sessionID); err != nil {
-			return 0, nil, wrap("events", err)
+			return 0, nil, false, wrap("events", err)
 		}
 	}
-	return lastSeq, admitOrd, nil
+	return lastSeq, admitOrd, created, nil
 }
 
 // DeleteSession implements store.Store.
@@ -280,13 +307,19 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		return err
 	}
 	ctx = context.WithoutCancel(ctx)
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Lock the row first so a concurrent commit of the session waits.
-		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
+		var owner *string
+		var epoch int64
+		if err := tx.QueryRow(ctx, `SELECT owner, epoch FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&owner, &epoch); errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrNotFound
 		} else if err != nil {
 			return fmt.Errorf("postgres: delete session: %w", err)
+		}
+		if s.cl != nil {
+			if err := s.cl.fence(id, owner, epoch); err != nil {
+				return err
+			}
 		}
 		for _, q := range []string{
 			`DELETE FROM parts WHERE session_id = $1`,
@@ -302,4 +335,10 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		}
 		return nil
 	})
+	if err == nil && s.cl != nil {
+		s.cl.mu.Lock()
+		delete(s.cl.held, id)
+		s.cl.mu.Unlock()
+	}
+	return err
 }

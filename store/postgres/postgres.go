@@ -6,12 +6,10 @@
 // session's row to hand out the next gapless event seqs; a database
 // sequence gives the creation positions. It uses github.com/jackc/pgx/v5.
 //
-// Not done yet: session ownership and fencing (the sessions.owner and
-// sessions.epoch columns exist but nothing reads or writes them), change
-// notification between servers (LISTEN/NOTIFY), and wiring into the
-// server's configuration. Until ownership lands, two servers must not run
-// the same session at once: the store serialises their commits but not
-// their turns.
+// Opened with OpenCluster it is one instance of several: it implements
+// store.Cluster (session ownership fenced by an epoch, leases, the event
+// feed between instances; see cluster.go and relay.go). Opened with Open
+// it is alone and fences nothing.
 package postgres
 
 import (
@@ -28,6 +26,8 @@ import (
 type Store struct {
 	pool      *pgxpool.Pool
 	closeOnce sync.Once
+	// cl is the cluster side (OpenCluster), nil for a store alone.
+	cl *cluster
 }
 
 var _ store.Store = (*Store)(nil)
@@ -39,6 +39,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	return open(ctx, cfg)
+}
+
+func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
@@ -58,6 +62,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // Close implements store.Store: it waits for the connections in use and
 // closes them all.
 func (s *Store) Close() error {
-	s.closeOnce.Do(s.pool.Close)
+	s.closeOnce.Do(func() {
+		if s.cl != nil {
+			s.cl.stop()
+		}
+		s.pool.Close()
+	})
 	return nil
 }

@@ -68,6 +68,19 @@ var migrations = [][]string{
 			PRIMARY KEY (session_id, seq)
 		)`,
 	},
+	{ // 2: scale-out: instance leases and the spilled notifications.
+		`CREATE TABLE instances (
+			id         TEXT PRIMARY KEY,
+			addr       TEXT NOT NULL,
+			expires_at TIMESTAMPTZ NOT NULL
+		)`,
+		`CREATE INDEX sessions_owner ON sessions(owner) WHERE owner IS NOT NULL`,
+		`CREATE TABLE relay_spill (
+			id   BIGSERIAL PRIMARY KEY,
+			body BYTEA NOT NULL,
+			at   TIMESTAMPTZ NOT NULL DEFAULT now()
+		)`,
+	},
 }
 
 // schemaVersion is the version this code writes and reads.

@@ -1,0 +1,184 @@
+package routes
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// Scale-out: a request that changes a session another live instance runs
+// is forwarded to that instance's advertised address, so the session keeps
+// one runner. Reads (messages, the log, event streams) are served by any
+// instance from the shared store. A prompt without a messageID gets one
+// here, before it is forwarded: if the owner dies before answering, the
+// request is sent again, with the same ID, to whichever instance takes the
+// session over, and admission by ID makes that idempotent.
+
+// forwardedHeader marks a forwarded request: its receiver serves it
+// itself (no forwarding loops while ownership moves).
+const forwardedHeader = "X-Opencode-Server-Forwarded"
+
+var forwardClient = &http.Transport{
+	Proxy:               nil,
+	DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+	MaxIdleConnsPerHost: 64,
+	IdleConnTimeout:     90 * time.Second,
+}
+
+// sessionOf returns the session a request names if it must be served by
+// the session's owner: one that changes it, or reads what only its runner
+// holds (the inbox, the todo list).
+func sessionOf(r *http.Request) (string, bool) {
+	switch r.Method {
+	case http.MethodOptions:
+		return "", false
+	case http.MethodGet, http.MethodHead:
+		if !strings.HasSuffix(r.URL.Path, "/inbox") && !strings.HasSuffix(r.URL.Path, "/todo") {
+			return "", false
+		}
+	}
+	p := strings.TrimPrefix(r.URL.Path, "/api")
+	rest, ok := strings.CutPrefix(p, "/session/")
+	if !ok {
+		return "", false
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id, strings.HasPrefix(id, "ses_")
+}
+
+// mintField is the body field that names a prompt's message ID, for the
+// routes that admit one.
+func mintField(r *http.Request) string {
+	if r.Method != http.MethodPost {
+		return ""
+	}
+	switch p := r.URL.Path; {
+	case strings.HasPrefix(p, "/api/"):
+		if strings.HasSuffix(p, "/prompt") {
+			return "id"
+		}
+	case strings.HasSuffix(p, "/message"), strings.HasSuffix(p, "/prompt_async"),
+		strings.HasSuffix(p, "/command"), strings.HasSuffix(p, "/shell"):
+		return "messageID"
+	}
+	return ""
+}
+
+// mint gives a prompt body without a message ID one.
+func (s *Server) mint(field string, body []byte) []byte {
+	var obj map[string]json.RawMessage
+	if field == "" || json.Unmarshal(body, &obj) != nil || obj == nil {
+		return body // the owner answers what is wrong with it
+	}
+	if v, ok := obj[field]; ok && string(v) != `""` && string(v) != "null" {
+		return body
+	}
+	id, _ := json.Marshal(s.ids.NewMessage())
+	obj[field] = id
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func (s *Server) forward(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := sessionOf(r)
+		if !ok || r.Header.Get(forwardedHeader) != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		addr, err := s.m.Owner(r.Context(), id)
+		if err != nil || addr == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeError(w, r, familyOf(r), s.log, &opencode.Error{Code: opencode.ETooLarge, Kind: "Payload",
+				Message: "request body unreadable or too large: " + err.Error()})
+			return
+		}
+		body = s.mint(mintField(r), body)
+		window := s.cfg.ForwardWindow
+		if window <= 0 {
+			window = 5 * time.Second
+		}
+		deadline := time.Now().Add(window)
+		for {
+			err := s.proxy(w, r, addr, body)
+			if err == nil {
+				return
+			}
+			s.log.Warn("forward to the session's owner failed", "session", id, "owner", addr, "err", err)
+			if time.Now().After(deadline) || r.Context().Err() != nil {
+				writeError(w, r, familyOf(r), s.log, &opencode.Error{Code: opencode.EUnavailable, SessionID: id,
+					Message: "The instance running session " + id + " does not answer; retry the request", Cause: err})
+				return
+			}
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-r.Context().Done():
+			}
+			if addr, err = s.m.Owner(r.Context(), id); err == nil && addr == "" {
+				// Nobody live owns it now: this instance claims and serves it.
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				r.ContentLength = int64(len(body))
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+	})
+}
+
+// errNoAnswer is a forward whose target gave no response at all.
+var errNoAnswer = errors.New("no response")
+
+// proxy sends one attempt to the owner. It returns an error only when no
+// response reached the client (a retry is then safe to send).
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr string, body []byte) error {
+	target, err := url.Parse(addr)
+	if err != nil {
+		return err
+	}
+	var failed error
+	rp := &httputil.ReverseProxy{
+		Transport:     forwardClient,
+		FlushInterval: -1,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = target.Host
+			pr.SetXForwarded()
+			pr.Out.Header.Set(forwardedHeader, "1")
+		},
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) {
+			if err == nil {
+				err = errNoAnswer
+			}
+			failed = err
+		},
+	}
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	r2.ContentLength = int64(len(body))
+	r2.Header.Del("Content-Length")
+	rp.ServeHTTP(w, r2)
+	return failed
+}
+
+func familyOf(r *http.Request) family {
+	if isV2(r) {
+		return v2
+	}
+	return v1
+}
