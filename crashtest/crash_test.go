@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/opencode-server/opencode-server/internal/pgtest"
 )
 
 var (
@@ -184,6 +186,25 @@ func TestCrashRecovery(t *testing.T) {
 			cycles = 10
 		}
 	}
+	crashRecovery(t, cycles, nil)
+}
+
+// TestCrashRecoveryPostgres is the same on PostgreSQL: each start is a new
+// cluster instance that takes the killed one's sessions over once its
+// lease expires.
+func TestCrashRecoveryPostgres(t *testing.T) {
+	pg := pgtest.Need(t)
+	cycles := *flagCycles
+	if cycles <= 0 {
+		cycles = 12
+		if testing.Short() {
+			cycles = 4
+		}
+	}
+	crashRecovery(t, cycles, []string{"--store", "postgres", "--postgres-url", pg.URL(pg.FreshDB(t)), "--lease-ttl", "1s"})
+}
+
+func crashRecovery(t *testing.T, cycles int, storeArgs []string) {
 	seed := *flagSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -210,7 +231,7 @@ func TestCrashRecovery(t *testing.T) {
 		delay := time.Duration(2+ct.rng.IntN(9)) * time.Millisecond
 		logPath := filepath.Join(ct.logDir, fmt.Sprintf("cycle-%03d.log", cycle))
 		ct.logs = append(ct.logs, logPath)
-		srv := startServer(t, ct.dataDir, logPath, "--scripted-delay", delay.String(), "--scripted-chunks", "5")
+		srv := startServer(t, ct.dataDir, logPath, append([]string{"--scripted-delay", delay.String(), "--scripted-chunks", "5"}, storeArgs...)...)
 		cl := newClient(srv.url)
 		if cycle > 0 {
 			ct.verify(cycle, cl)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencode-server/opencode-server/internal/pgtest"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/store"
@@ -34,31 +35,35 @@ import (
 func TestRandomizedInbox(t *testing.T) {
 	type cfg struct {
 		name   string
-		sqlite bool
+		store  string // memory, sqlite or postgres
 		seeds  []uint64
 		runs   int
 		lanes  int
 		budget time.Duration // for all seeds; a loaded machine runs fewer
 	}
 	cfgs := []cfg{
-		{"memory", false, []uint64{1, 2, 3, 4, 5, 6, 7, 8}, 400, 6, 20 * time.Second},
-		{"sqlite", true, []uint64{101, 102}, 100, 4, 6 * time.Second},
+		{"memory", "memory", []uint64{1, 2, 3, 4, 5, 6, 7, 8}, 400, 6, 20 * time.Second},
+		{"sqlite", "sqlite", []uint64{101, 102}, 100, 4, 6 * time.Second},
+		// One cluster instance on PostgreSQL: every commit is fenced by
+		// the session's epoch, every event also goes to the relay.
+		{"postgres", "postgres", []uint64{201, 202}, 100, 4, 8 * time.Second},
 	}
 	if s := os.Getenv("LIFECYCLE_FUZZ_BUDGET"); s != "" { // e.g. 10m for a soak
 		d, err := time.ParseDuration(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfgs[0].budget, cfgs[0].runs, cfgs[1].budget, cfgs[1].runs = d*3/4, 1<<30, d/4, 1<<30
+		cfgs[0].budget, cfgs[0].runs, cfgs[1].budget, cfgs[1].runs = d*3/5, 1<<30, d/5, 1<<30
+		cfgs[2].budget, cfgs[2].runs = d/5, 1<<30
 	}
 	if s := os.Getenv("LIFECYCLE_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfgs = []cfg{{"memory", false, []uint64{n}, 200, 8, time.Hour}}
-		if os.Getenv("LIFECYCLE_STORE") == "sqlite" {
-			cfgs[0].name, cfgs[0].sqlite = "sqlite", true
+		cfgs = []cfg{{"memory", "memory", []uint64{n}, 200, 8, time.Hour}}
+		if st := os.Getenv("LIFECYCLE_STORE"); st == "sqlite" || st == "postgres" {
+			cfgs[0].name, cfgs[0].store = st, st
 		}
 	}
 	for _, cf := range cfgs {
@@ -69,7 +74,7 @@ func TestRandomizedInbox(t *testing.T) {
 					if testing.Short() {
 						runs = max(runs/10, 3)
 					}
-					fuzzSeed(t, seed, cf.sqlite, runs, cf.lanes, cf.budget/time.Duration(len(cf.seeds)))
+					fuzzSeed(t, seed, cf.store, runs, cf.lanes, cf.budget/time.Duration(len(cf.seeds)))
 				})
 			}
 		})
@@ -78,14 +83,19 @@ func TestRandomizedInbox(t *testing.T) {
 
 // fuzzSeed runs `runs` random sessions on one server, `lanes` at a time;
 // after budget it starts no new run (but always runs at least 5).
-func fuzzSeed(t *testing.T, seed uint64, sqlite bool, runs, lanes int, budget time.Duration) {
+func fuzzSeed(t *testing.T, seed uint64, kind string, runs, lanes int, budget time.Duration) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	sc := scripted.Config{Chunks: 1 + rng.IntN(2), Delay: time.Duration(1+rng.IntN(2)) * time.Millisecond}
 	// Every published state event must be readable: a witness store checks
 	// each one against what was committed before it went out.
 	w := &storetest.Witness{}
-	srv := testserver.Start(t, testserver.Options{SQLite: sqlite, Scripted: sc,
-		WrapStore: func(s store.Store) store.Store { w.Store = s; return w }})
+	o := testserver.Options{SQLite: kind == "sqlite", Scripted: sc}
+	if kind == "postgres" {
+		pg := pgtest.Need(t)
+		o.Postgres = pg.DSN(pg.FreshDB(t))
+	}
+	o.WrapStore = func(s store.Store) store.Store { w.Store = s; return w }
+	srv := testserver.Start(t, o)
 	sub := srv.Manager.Subscribe(1<<16, nil)
 	var unstored []string
 	witnessed := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 	"github.com/opencode-server/opencode-server/internal/mcpstub"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/opencode-server/opencode-server/internal/pgtest"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
@@ -25,7 +27,14 @@ type opencodeEvent = opencode.Event
 
 func TestMain(m *testing.M) {
 	mcpstub.MaybeServe() // the test binary doubles as a stdio MCP server
-	goleak.VerifyTestMain(m)
+	code := pgtest.Main(m) // a PostgreSQL for the randomized test's postgres runs
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // ---- HTTP client -------------------------------------------------------------

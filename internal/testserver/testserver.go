@@ -19,6 +19,7 @@ import (
 	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/store/memory"
+	"github.com/opencode-server/opencode-server/store/postgres"
 	"github.com/opencode-server/opencode-server/store/sqlite"
 	"github.com/opencode-server/opencode-server/tool"
 )
@@ -27,6 +28,9 @@ import (
 // instant scripted model.
 type Options struct {
 	SQLite   bool   // use the SQLite store in a temp dir (or DataDir)
+	// Postgres, if set, is a PostgreSQL DSN: the server is one cluster
+	// instance on it (store/postgres in cluster mode, fencing and all).
+	Postgres string
 	DataDir  string // SQLite data dir to reuse (restart tests)
 	Scripted scripted.Config
 	// Provider overrides the scripted model.
@@ -62,8 +66,19 @@ type Server struct {
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
 	s := &Server{}
-	var err error
-	if o.SQLite {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	s.URL = "http://" + ln.Addr().String()
+	var cluster store.Cluster
+	if o.Postgres != "" {
+		pg, err := postgres.OpenCluster(context.Background(), o.Postgres, postgres.ClusterOptions{Addr: s.URL, TTL: 3 * time.Second})
+		if err != nil {
+			t.Fatalf("open postgres: %v", err)
+		}
+		s.Store, cluster = pg, pg.Cluster()
+	} else if o.SQLite {
 		s.DataDir = o.DataDir
 		if s.DataDir == "" {
 			s.DataDir = t.TempDir()
@@ -92,16 +107,12 @@ func Start(t testing.TB, o Options) *Server {
 		st = o.WrapStore(st)
 	}
 	s.App, err = app.New(context.Background(), app.Options{Store: st, Directory: s.Directory, Config: o.Config,
-		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, IdleTimeout: o.IdleTimeout, Clock: o.Clock, DataDir: snapDir})
+		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, IdleTimeout: o.IdleTimeout, Clock: o.Clock, DataDir: snapDir,
+		Cluster: cluster})
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}
 	s.Manager, s.Bus, s.Model = s.App.Manager, s.App.Bus, s.App.Model
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	s.URL = "http://" + ln.Addr().String()
 	h := apitest.Middleware(t, s.App.Handler) // every response is checked against api/openapi.yaml
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
