@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/opencode-server/opencode-server/internal/pgtest"
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
 )
 
 const clusterTTL = 2 * time.Second
@@ -374,5 +375,72 @@ func checkStream(t *testing.T, s *stream, h *history, what string) {
 			t.Errorf("%s: seq %d is %s, the log has %s", what, i+1, e.ID, h.evs[i].ID)
 			return
 		}
+	}
+}
+
+// TestScaleOutAsk: a permission asked by a session's runner on one
+// instance is listed, and answered, on another: the reply is forwarded to
+// the owner and the tool call goes on.
+func TestScaleOutAsk(t *testing.T) {
+	pg := pgtest.Need(t)
+	url := pg.URL(pg.FreshDB(t))
+	dir := t.TempDir()
+	project := filepath.Join(dir, "project")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(project, "x.env"), []byte("SECRET=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stub := stubmodel.NewServer(t, stubmodel.Directives, stubmodel.WithChunks(2))
+	cfg := filepath.Join(dir, "opencode.json")
+	if err := os.WriteFile(cfg, []byte(`{"model":"stub/stub-model","provider":{"stub":{"npm":"@ai-sdk/openai-compatible",`+
+		`"options":{"baseURL":"`+stub.URL()+`","apiKey":"k"},"models":{"stub-model":{"tool_call":true}}}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var cls []*client
+	for _, n := range []string{"a", "b"} {
+		srv := startServer(t, filepath.Join(dir, n), filepath.Join(dir, n+".log"), "--store", "postgres",
+			"--postgres-url", url, "--lease-ttl", clusterTTL.String(), "--directory", project, "--config", cfg)
+		cls = append(cls, newClient(srv.url))
+		defer cls[len(cls)-1].close()
+	}
+	a, b := cls[0], cls[1]
+	sid := newID("ses")
+	if st, body, err := a.do("POST", "/api/session", mustJSON(map[string]any{"id": sid})); err != nil || st != 200 {
+		t.Fatalf("create on A: %d %v %s", st, err, body)
+	}
+	bAll := openStream(t, b, "/api/event")
+	if st, body, err := a.do("POST", "/session/"+sid+"/prompt_async", mustJSON(map[string]any{
+		"parts": []any{map[string]any{"type": "text", "text": `call:read {"filePath":"` + filepath.Join(project, "x.env") + `"} then: read it`}}})); err != nil || st != 204 {
+		t.Fatalf("prompt on A: %d %v %s", st, err, body)
+	}
+	var asks []struct {
+		ID        string `json:"id"`
+		SessionID string `json:"sessionID"`
+	}
+	if !poll(15*time.Second, 50*time.Millisecond, func() bool {
+		return b.getJSON("/permission", &asks) == nil && len(asks) == 1
+	}) {
+		t.Fatalf("B does not list A's permission request: %+v", asks)
+	}
+	if asks[0].SessionID != sid {
+		t.Fatalf("listed ask %+v, want one of %s", asks[0], sid)
+	}
+	if st, body, err := b.do("POST", "/permission/"+asks[0].ID+"/reply", mustJSON(map[string]any{"reply": "once"})); err != nil || st != 200 {
+		t.Fatalf("reply through B: %d %v %s", st, err, body)
+	}
+	if !poll(15*time.Second, 50*time.Millisecond, func() bool {
+		for _, f := range bAll.snapshot() {
+			if strings.Contains(string(f.data), "Done. read it") {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatalf("the turn did not go on after the reply through B\n%s\n%s", tail(filepath.Join(dir, "a.log"), 30), tail(filepath.Join(dir, "b.log"), 30))
+	}
+	if b.getJSON("/permission", &asks) != nil || len(asks) != 0 {
+		t.Errorf("B still lists %+v after the reply", asks)
 	}
 }

@@ -49,7 +49,7 @@ func (m *Manager) claim(ctx context.Context, id string) (int64, error) {
 	switch {
 	case err == nil:
 		m.mu.Lock()
-		delete(m.remote, id)
+		m.forgetRemote(id)
 		m.mu.Unlock()
 		return epoch, nil
 	case errors.As(err, &owned):
@@ -106,8 +106,64 @@ func (m *Manager) relay(e *opencode.Event) {
 		m.mu.Lock()
 		delete(m.remote, e.SessionID)
 		m.mu.Unlock()
+	case opencode.EvPermissionAsked:
+		var req PermissionRequest
+		if json.Unmarshal(e.Data, &req) == nil && req.ID != "" {
+			m.mu.Lock()
+			m.remotePerms[req.ID] = req
+			m.mu.Unlock()
+		}
+	case opencode.EvQuestionAsked:
+		var req QuestionRequest
+		if json.Unmarshal(e.Data, &req) == nil && req.ID != "" {
+			m.mu.Lock()
+			m.remoteQuestions[req.ID] = req
+			m.mu.Unlock()
+		}
+	case opencode.EvPermissionReply, opencode.EvQuestionReplied, opencode.EvQuestionRejected:
+		var p struct {
+			RequestID string `json:"requestID"`
+		}
+		if json.Unmarshal(e.Data, &p) == nil {
+			m.mu.Lock()
+			delete(m.remotePerms, p.RequestID)
+			delete(m.remoteQuestions, p.RequestID)
+			m.mu.Unlock()
+		}
 	}
 	m.bus.Publish(e)
+}
+
+// forgetRemote drops what this instance showed of a session run elsewhere
+// (it takes the session over: an ask of the former owner died with its
+// tool call); m.mu held.
+func (m *Manager) forgetRemote(id string) {
+	delete(m.remote, id)
+	for k, r := range m.remotePerms {
+		if r.SessionID == id {
+			delete(m.remotePerms, k)
+		}
+	}
+	for k, r := range m.remoteQuestions {
+		if r.SessionID == id {
+			delete(m.remoteQuestions, k)
+		}
+	}
+}
+
+// AskSession returns the session of a permission or question request that
+// another instance's runner asked ("" if none is known): its reply goes to
+// that session's owner.
+func (m *Manager) AskSession(requestID string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.remotePerms[requestID]; ok {
+		return r.SessionID
+	}
+	if r, ok := m.remoteQuestions[requestID]; ok {
+		return r.SessionID
+	}
+	return ""
 }
 
 // lost stops every runner: the lease ran out, so other instances may have

@@ -26,7 +26,7 @@ import (
 type opencodeEvent = opencode.Event
 
 func TestMain(m *testing.M) {
-	mcpstub.MaybeServe() // the test binary doubles as a stdio MCP server
+	mcpstub.MaybeServe()   // the test binary doubles as a stdio MCP server
 	code := pgtest.Main(m) // a PostgreSQL for the randomized test's postgres runs
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -100,10 +100,13 @@ type Manager struct {
 	mu      sync.Mutex
 	runners map[string]*runner
 	busy    map[string]bool
-	// remote is the status of busy sessions other instances run.
-	remote map[string]string
-	cl     store.Cluster
-	asks   map[string]*pendingAsk
+	// remote is the status of busy sessions other instances run, and
+	// remotePerms and remoteQuestions their pending asks (cluster mode).
+	remote          map[string]string
+	remotePerms     map[string]PermissionRequest
+	remoteQuestions map[string]QuestionRequest
+	cl              store.Cluster
+	asks            map[string]*pendingAsk
 	// questions are the question tool calls waiting for the user.
 	questions map[string]*pendingQuestion
 	closed    bool
@@ -143,7 +146,8 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		runners: map[string]*runner{}, busy: map[string]bool{}, remote: map[string]string{}, cl: cfg.Cluster, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
+		runners: map[string]*runner{}, busy: map[string]bool{}, remote: map[string]string{}, cl: cfg.Cluster,
+		remotePerms: map[string]PermissionRequest{}, remoteQuestions: map[string]QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 	if m.cl != nil {
 		m.cl.Attach(m.relay, m.lost, m.bus.Reset)

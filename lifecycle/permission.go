@@ -72,9 +72,12 @@ type pendingAsk struct {
 func (m *Manager) Permissions() []PermissionRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]PermissionRequest, 0, len(m.asks))
+	out := make([]PermissionRequest, 0, len(m.asks)+len(m.remotePerms))
 	for _, a := range m.asks {
 		out = append(out, a.req)
+	}
+	for _, r := range m.remotePerms {
+		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -85,9 +85,12 @@ func (r *runner) onQuestion(st *step, q *questionAsk) {
 func (m *Manager) Questions() []QuestionRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]QuestionRequest, 0, len(m.questions))
+	out := make([]QuestionRequest, 0, len(m.questions)+len(m.remoteQuestions))
 	for _, q := range m.questions {
 		out = append(out, q.req)
+	}
+	for _, r := range m.remoteQuestions {
+		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

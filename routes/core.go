@@ -48,6 +48,9 @@ type Core interface {
 	// Owner is the address of another live instance that runs the session
 	// (scale-out), "" when this instance serves it.
 	Owner(ctx context.Context, sessionID string) (string, error)
+	// AskSession is the session of a permission or question request
+	// another instance asked ("" if none).
+	AskSession(requestID string) string
 	Flushed(ctx context.Context, res lifecycle.Result, sessionID string)
 
 	// Permissions, revert and diffs.

@@ -35,9 +35,19 @@ var forwardClient = &http.Transport{
 }
 
 // sessionOf returns the session a request names if it must be served by
-// the session's owner: one that changes it, or reads what only its runner
-// holds (the inbox, the todo list).
-func sessionOf(r *http.Request) (string, bool) {
+// the session's owner: one that changes it, reads what only its runner
+// holds (the inbox, the todo list), or answers its runner's permission or
+// question request.
+func (s *Server) sessionOf(r *http.Request) (string, bool) {
+	if r.Method == http.MethodPost {
+		for _, pre := range []string{"/permission/", "/question/"} {
+			if rest, ok := strings.CutPrefix(r.URL.Path, pre); ok {
+				req, _, _ := strings.Cut(rest, "/")
+				sid := s.m.AskSession(req)
+				return sid, sid != ""
+			}
+		}
+	}
 	switch r.Method {
 	case http.MethodOptions:
 		return "", false
@@ -93,7 +103,7 @@ func (s *Server) mint(field string, body []byte) []byte {
 
 func (s *Server) forward(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := sessionOf(r)
+		id, ok := s.sessionOf(r)
 		if !ok || r.Header.Get(forwardedHeader) != "" {
 			next.ServeHTTP(w, r)
 			return

@@ -27,7 +27,7 @@ import (
 // Options configure a test server. The zero value is a memory store and an
 // instant scripted model.
 type Options struct {
-	SQLite   bool   // use the SQLite store in a temp dir (or DataDir)
+	SQLite bool // use the SQLite store in a temp dir (or DataDir)
 	// Postgres, if set, is a PostgreSQL DSN: the server is one cluster
 	// instance on it (store/postgres in cluster mode, fencing and all).
 	Postgres string
