@@ -164,6 +164,15 @@ func TestScaleOut(t *testing.T) {
 	if owner := byURL[ownerOf(t, conn, sid)]; owner != "a" {
 		t.Fatalf("the session is owned by %q, want a (its creator)", owner)
 	}
+	// Every instance shows it busy (the status lives in the store).
+	for _, n := range []string{"b", "c"} {
+		status := map[string]struct {
+			Type string `json:"type"`
+		}{}
+		if err := cls[n].getJSON("/session/status", &status); err != nil || status[sid].Type != "busy" {
+			t.Errorf("GET /session/status on %s during A's turn: %v %v, want %s busy", n, status, err, sid)
+		}
+	}
 	msgB := newID("msg")
 	if st, body, err := b.do("POST", "/api/session/"+sid+"/prompt", mustJSON(map[string]any{"id": msgB,
 		"prompt": map[string]any{"text": "queued behind"}, "delivery": "queue"})); err != nil || st != 200 {

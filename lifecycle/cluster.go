@@ -83,29 +83,10 @@ func (m *Manager) Owner(ctx context.Context, id string) (string, error) {
 }
 
 // relay publishes an event another instance published, keeping what this
-// instance shows of sessions run elsewhere (their status, their asks).
+// instance shows of sessions run elsewhere: their pending asks. (Their
+// status is read from the store: see SessionStatus.)
 func (m *Manager) relay(e *opencode.Event) {
 	switch e.Type {
-	case opencode.EvSessionStatus:
-		var p struct {
-			SessionID string `json:"sessionID"`
-			Status    struct {
-				Type string `json:"type"`
-			} `json:"status"`
-		}
-		if json.Unmarshal(e.Data, &p) == nil && p.SessionID != "" {
-			m.mu.Lock()
-			if p.Status.Type == "idle" {
-				delete(m.remote, p.SessionID)
-			} else if m.runners[p.SessionID] == nil {
-				m.remote[p.SessionID] = p.Status.Type
-			}
-			m.mu.Unlock()
-		}
-	case opencode.EvSessionDeleted:
-		m.mu.Lock()
-		delete(m.remote, e.SessionID)
-		m.mu.Unlock()
 	case opencode.EvPermissionAsked:
 		var req PermissionRequest
 		if json.Unmarshal(e.Data, &req) == nil && req.ID != "" {
@@ -138,7 +119,6 @@ func (m *Manager) relay(e *opencode.Event) {
 // (it takes the session over: an ask of the former owner died with its
 // tool call); m.mu held.
 func (m *Manager) forgetRemote(id string) {
-	delete(m.remote, id)
 	for k, r := range m.remotePerms {
 		if r.SessionID == id {
 			delete(m.remotePerms, k)
@@ -220,4 +200,25 @@ func (m *Manager) sweepLoop() {
 			m.log.Warn("sweep for orphaned sessions", "err", err)
 		}
 	}
+}
+
+// SessionStatus is the status of every session with a running turn: this
+// instance's, and in a cluster those other instances run, read from the
+// store (a session whose turn is open: flagged when it starts, cleared in
+// the commit that ends it).
+func (m *Manager) SessionStatus(ctx context.Context) (map[string]string, error) {
+	out := m.Status()
+	if m.cl == nil {
+		return out, nil
+	}
+	ids, err := m.cl.Running(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if _, ok := out[id]; !ok {
+			out[id] = "busy"
+		}
+	}
+	return out, nil
 }

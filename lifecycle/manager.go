@@ -100,9 +100,8 @@ type Manager struct {
 	mu      sync.Mutex
 	runners map[string]*runner
 	busy    map[string]bool
-	// remote is the status of busy sessions other instances run, and
-	// remotePerms and remoteQuestions their pending asks (cluster mode).
-	remote          map[string]string
+	// remotePerms and remoteQuestions are the pending asks of sessions
+	// other instances run (cluster mode).
 	remotePerms     map[string]PermissionRequest
 	remoteQuestions map[string]QuestionRequest
 	cl              store.Cluster
@@ -146,7 +145,7 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		runners: map[string]*runner{}, busy: map[string]bool{}, remote: map[string]string{}, cl: cfg.Cluster,
+		runners: map[string]*runner{}, busy: map[string]bool{}, cl: cfg.Cluster,
 		remotePerms: map[string]PermissionRequest{}, remoteQuestions: map[string]QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 	if m.cl != nil {
@@ -535,10 +534,7 @@ func (m *Manager) Message(ctx context.Context, sessionID, messageID string) (ope
 func (m *Manager) Status() map[string]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]string, len(m.busy)+len(m.remote))
-	for id, st := range m.remote {
-		out[id] = st
-	}
+	out := make(map[string]string, len(m.busy))
 	for id := range m.busy {
 		out[id] = "busy"
 	}

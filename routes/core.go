@@ -23,7 +23,9 @@ type Core interface {
 	UpdateSession(ctx context.Context, id string, p lifecycle.SessionPatch) (opencode.Session, error)
 	DeleteSession(ctx context.Context, id string) error
 	Fork(ctx context.Context, sessionID, messageID string) (opencode.Session, error)
-	Status() map[string]string
+	// SessionStatus is the status of every session with a running turn
+	// (in a cluster, on any instance).
+	SessionStatus(ctx context.Context) (map[string]string, error)
 
 	// Input: admission, the inbox, turns.
 	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)

@@ -302,8 +302,12 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
+	status, err := s.m.SessionStatus(r.Context())
+	if err != nil {
+		return err
+	}
 	out := map[string]any{}
-	for id, st := range s.m.Status() {
+	for id, st := range status {
 		out[id] = map[string]any{"type": st}
 	}
 	writeJSON(w, http.StatusOK, out)

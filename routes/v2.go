@@ -197,8 +197,12 @@ func (s *Server) v2ListSessions(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) v2Active(w http.ResponseWriter, r *http.Request) error {
+	status, err := s.m.SessionStatus(r.Context())
+	if err != nil {
+		return err
+	}
 	out := map[string]any{}
-	for id := range s.m.Status() {
+	for id := range status {
 		out[id] = map[string]any{"type": "running"}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"data": out})

@@ -58,6 +58,9 @@ type Cluster interface {
 	// with pending inputs) and no live owner, and returns them: their
 	// runners must be started to close, continue and drain them.
 	ClaimOrphans(ctx context.Context, limit int) ([]string, error)
+	// Running lists the sessions whose turn is open (Batch.Open) that this
+	// instance does not hold: what other instances run, or will continue.
+	Running(ctx context.Context) ([]string, error)
 	// Broadcast hands an event this instance published, after its commit,
 	// to the other instances: a durable event as a doorbell (they read it
 	// from the log), a live one whole. Events keep their order.

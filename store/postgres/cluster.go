@@ -372,6 +372,18 @@ func (c *cluster) ClaimOrphans(ctx context.Context, limit int) ([]string, error)
 	return out, nil
 }
 
+func (c *cluster) Running(ctx context.Context) ([]string, error) {
+	rows, err := c.s.pool.Query(ctx, `SELECT id FROM sessions WHERE open AND owner IS DISTINCT FROM $1`, c.Instance())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: running sessions: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: running sessions: %w", err)
+	}
+	return ids, nil
+}
+
 func (c *cluster) Leave(ctx context.Context) {
 	c.mu.Lock()
 	id := c.id
