@@ -75,17 +75,25 @@ func trunc(b []byte) string {
 	return string(b)
 }
 
-// result is one prompt's latencies from the POST.
-type result struct{ first, idle time.Duration }
+// result is one prompt's latencies from the POST; noText: no text delta
+// arrived before session.idle (first is then idle).
+type result struct {
+	first, idle time.Duration
+	noText      bool
+}
 
 // prompt sends prompt_async and waits for the session's first
 // message.part.delta and session.idle on the monitor /event stream.
-func (b *bench) prompt(sid, text string) (result, error) {
-	w := b.mon.watch(sid)
-	defer b.mon.unwatch(sid, w)
+func (b *bench) prompt(sid, text string) (result, error) { return b.promptVia(b, b.mon, sid, text) }
+
+// promptVia is prompt with the POST sent to poster's server and the events
+// read on mon (another instance's stream, in the scale scenario).
+func (b *bench) promptVia(poster *bench, mon *monitor, sid, text string) (result, error) {
+	w := mon.watch(sid)
+	defer mon.unwatch(sid, w)
 	t0 := time.Now()
 	w.start = t0
-	if err := b.promptAsync(sid, text, false); err != nil {
+	if err := poster.promptAsync(sid, text, false); err != nil {
 		return result{}, err
 	}
 	select {
@@ -100,7 +108,7 @@ func (b *bench) prompt(sid, text string) (result, error) {
 	if !w.firstAt.IsZero() {
 		r.first = w.firstAt.Sub(t0)
 	} else {
-		r.first = r.idle
+		r.first, r.noText = r.idle, true
 	}
 	return r, nil
 }

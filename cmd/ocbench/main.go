@@ -1,6 +1,8 @@
 // Command ocbench is a load tool for any OpenCode-API server (ours or the
 // real `opencode serve`): prompt latency, concurrency, SSE fan-out,
-// admission throughput, durable event rate, RSS and long-history latency.
+// admission throughput, durable event rate, RSS and long-history latency;
+// and, opt-in (-scenarios scale -urls A,B,C), throughput over several
+// instances sharing one database.
 //
 // It can also run the stub model both servers are pointed at:
 //
@@ -57,6 +59,10 @@ type options struct {
 	historyMax time.Duration
 	timeout    time.Duration
 	perIP      int
+
+	urls         string
+	scaleWorkers int
+	scaleDur     time.Duration
 }
 
 func main() {
@@ -68,7 +74,7 @@ func main() {
 	flag.IntVar(&o.chunks, "chunks", 5, "stub model: streamed chunks per reply")
 	flag.DurationVar(&o.delay, "delay", 0, "stub model: delay before each chunk")
 	flag.IntVar(&o.pid, "pid", 0, "server pid: sample its RSS from /proc/<pid>/status")
-	flag.StringVar(&o.scenarios, "scenarios", "seq,conc,fanout,rss,admit,history", "scenarios to run (comma list): seq conc fanout rss admit history")
+	flag.StringVar(&o.scenarios, "scenarios", "seq,conc,fanout,rss,admit,history", "scenarios to run (comma list): seq conc fanout rss admit history scale")
 	flag.StringVar(&o.label, "label", "", "label for the summary")
 	flag.IntVar(&o.warmup, "warmup", 1, "warm-up prompts (new session each) before measuring")
 	flag.IntVar(&o.n, "n", 50, "seq: prompts per sequential series (new session each; same session)")
@@ -86,6 +92,9 @@ func main() {
 	flag.IntVar(&o.historyPar, "history-par", 8, "history: concurrent noReply posts while filling")
 	flag.DurationVar(&o.historyMax, "history-max", 3*time.Minute, "history: stop filling after this long (the reached count is reported)")
 	flag.IntVar(&o.perIP, "subs-per-ip", 48, "fanout: subscribers per loopback source address (127.0.0.2, .3, ...; servers may cap streams per client address); 0 = all from the default address")
+	flag.StringVar(&o.urls, "urls", "", "scale: comma-separated base URLs of instances sharing one database (default: just -url; -url defaults to the first)")
+	flag.IntVar(&o.scaleWorkers, "scale-workers", 16, "scale: client workers, each prompting its own session back to back")
+	flag.DurationVar(&o.scaleDur, "scale-dur", 15*time.Second, "scale: how long the workers start new prompts")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "timeout for one prompt to reach session.idle")
 	serve := flag.String("serve", "", "run OUR server in-process on this address (with -pprof) instead of benchmarking")
 	pprofAddr := flag.String("pprof", "", "with -serve: net/http/pprof address, e.g. 127.0.0.1:6060")
@@ -147,6 +156,10 @@ func main() {
 		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 		<-sig
 		return
+	}
+	if o.url == "" && o.urls != "" {
+		o.url, _, _ = strings.Cut(o.urls, ",")
+		o.url = strings.TrimSpace(o.url)
 	}
 	if o.url == "" {
 		if o.printConfig != "" {
@@ -276,6 +289,11 @@ func (b *bench) run() error {
 	}
 	if b.has("history") {
 		if err := b.historyScenario(); err != nil {
+			return err
+		}
+	}
+	if b.has("scale") {
+		if err := b.scale(); err != nil {
 			return err
 		}
 	}
