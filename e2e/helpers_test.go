@@ -238,6 +238,8 @@ type serverOptions struct {
 	password string        // OPENCODE_SERVER_PASSWORD
 	config   string        // --config: an opencode.json (a stub model's provider)
 	data     string        // --data (default: a new temp dir)
+	dir      string        // --directory (default: a new temp dir)
+	extra    []string      // more flags, after the defaults (e.g. --store postgres)
 }
 
 var listenRE = regexp.MustCompile(`opencode server listening on (http://127\.0\.0\.1:(\d+))`)
@@ -247,7 +249,10 @@ var listenRE = regexp.MustCompile(`opencode server listening on (http://127\.0\.
 func startServer(t *testing.T, o serverOptions) *server {
 	t.Helper()
 	bin, _ := binaries(t)
-	s := &server{Dir: t.TempDir(), password: o.password, stdout: &syncBuffer{}, stderr: &syncBuffer{},
+	if o.dir == "" {
+		o.dir = t.TempDir()
+	}
+	s := &server{Dir: o.dir, password: o.password, stdout: &syncBuffer{}, stderr: &syncBuffer{},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	data, home := o.data, t.TempDir()
 	if data == "" {
@@ -273,6 +278,7 @@ func startServer(t *testing.T, o serverOptions) *server {
 	if o.config != "" {
 		args = append(args, "--config", o.config)
 	}
+	args = append(args, o.extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr

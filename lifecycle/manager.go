@@ -149,7 +149,7 @@ func New(cfg Config) *Manager {
 		remotePerms: map[string]PermissionRequest{}, remoteQuestions: map[string]QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 	if m.cl != nil {
-		m.cl.Attach(m.relay, m.lost, m.bus.Reset)
+		m.cl.Attach(store.Hooks{Deliver: m.relay, Lost: m.lost, Reset: m.bus.Reset, Mark: m.mark})
 	}
 	return m
 }
@@ -557,8 +557,25 @@ func (m *Manager) Subscribe(buf int, filter func(*opencode.Event) bool) *eventbu
 // or ctx ends. Streams of other sessions and directories are not waited
 // for, nor one that stopped reading (see eventbus.WaitDelivered); the
 // directory comes with res, so this reads nothing.
+//
+// In a cluster the streams of every other live instance are waited for
+// too (the client's event stream may be on any of them): see
+// store.Cluster.Flush.
 func (m *Manager) Flushed(ctx context.Context, res Result, sessionID string) {
 	m.bus.WaitDelivered(ctx, res.Pos, &opencode.Event{SessionID: sessionID, Directory: res.Directory, Durable: true})
+	if m.cl != nil {
+		m.cl.Flush(ctx, sessionID, res.Directory)
+	}
+}
+
+// mark returns a wait for this instance's streams that receive a
+// session's events to write out what the bus has carried so far (another
+// instance's flush, see Flushed).
+func (m *Manager) mark(sessionID, dir string) func(ctx context.Context) {
+	pos := m.bus.Position()
+	return func(ctx context.Context) {
+		m.bus.WaitDelivered(ctx, pos, &opencode.Event{SessionID: sessionID, Directory: dir, Durable: true})
+	}
 }
 
 // publish puts an event on this instance's bus and, in a cluster, hands it

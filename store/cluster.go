@@ -65,15 +65,33 @@ type Cluster interface {
 	// to the other instances: a durable event as a doorbell (they read it
 	// from the log), a live one whole. Events keep their order.
 	Broadcast(e *opencode.Event)
-	// Attach sets where the other instances' events go (in their owners'
-	// order; durable ones in seq order, read from the log, with no gap),
-	// what to do when this instance's lease is lost (stop every runner:
-	// its sessions may be claimed by others), and what to do when the
-	// event feed was interrupted (events may have been missed: close the
-	// streams so clients reconnect and resume). Call it once, before the
-	// first claim.
-	Attach(deliver func(*opencode.Event), lost func(), reset func())
+	// Flush waits until every other live instance has written out, to
+	// its streams that receive the session's events, what this instance
+	// broadcast of it so far (a blocking prompt answers after that), or
+	// ctx ends.
+	Flush(ctx context.Context, sessionID, directory string)
+	// Attach sets what the cluster calls (see Hooks). Call it once, before
+	// the first claim.
+	Attach(h Hooks)
 	// Leave releases every session this instance holds and ends its lease
 	// (a graceful shutdown: others take over at once, not after the TTL).
 	Leave(ctx context.Context)
+}
+
+// Hooks are what a Cluster calls back.
+type Hooks struct {
+	// Deliver gets the other instances' events, in their owners' order;
+	// durable ones in seq order, read from the log, with no gap.
+	Deliver func(*opencode.Event)
+	// Lost: this instance's lease is lost; every runner must stop (others
+	// may have claimed any of their sessions).
+	Lost func()
+	// Reset: the event feed was interrupted and events may have been
+	// missed; close the streams so clients reconnect and resume.
+	Reset func()
+	// Mark is called, in the feed's order, when another instance flushes
+	// a session (Cluster.Flush): it returns a wait for this instance's
+	// streams that receive the session's events to write out what was
+	// delivered so far.
+	Mark func(sessionID, directory string) func(ctx context.Context)
 }

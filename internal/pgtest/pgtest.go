@@ -64,6 +64,21 @@ func Need(t testing.TB) *Server {
 	return current
 }
 
+// StartFor starts a server for one test (stopped at its end): it skips
+// without one, or fails under CI=true.
+func StartFor(t testing.TB) *Server {
+	t.Helper()
+	s, err := Start()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("PostgreSQL could not be started: %v", err)
+		}
+		t.Skipf("PostgreSQL could not be started: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
 // DSN is the connection string of one database of the server.
 func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", s.Port, db)

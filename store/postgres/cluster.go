@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/store"
 )
 
@@ -101,10 +100,10 @@ type cluster struct {
 	// held maps the sessions this instance owns to their epochs.
 	held map[string]int64
 
-	deliver   func(*opencode.Event)
-	lost      func()
-	reset     func()
+	hooks     store.Hooks
 	attached  bool
+	// flushes are this instance's Flush calls waiting for acks, by token.
+	flushes map[string]chan struct{}
 	listenCfg *pgx.ConnConfig
 
 	out  chan item
@@ -157,14 +156,15 @@ func (c *cluster) join(ctx context.Context) error {
 	return nil
 }
 
-func (c *cluster) Attach(deliver func(*opencode.Event), lost func(), reset func()) {
+func (c *cluster) Attach(h store.Hooks) {
 	c.mu.Lock()
 	if c.attached {
 		c.mu.Unlock()
 		return
 	}
 	c.attached = true
-	c.deliver, c.lost, c.reset = deliver, lost, reset
+	c.hooks = h
+	c.flushes = map[string]chan struct{}{}
 	c.mu.Unlock()
 	c.wg.Add(4)
 	go c.renewLoop()
@@ -221,7 +221,7 @@ func (c *cluster) renewLoop() {
 		// The lease is gone: nothing held may be used any more.
 		c.until = time.Time{}
 		c.held = map[string]int64{}
-		lost := c.lost
+		lost := c.hooks.Lost
 		c.mu.Unlock()
 		c.log.Warn("lease lost: stopping every session this instance ran", "instance", id, "err", err)
 		if lost != nil {

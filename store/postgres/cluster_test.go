@@ -43,7 +43,7 @@ func instance(t *testing.T, dsn, addr string, ttl time.Duration) (*postgres.Stor
 	t.Cleanup(func() { s.Close() })
 	f := &feed{}
 	c := s.Cluster()
-	c.Attach(f.deliver, f.onLost, f.onReset)
+	c.Attach(store.Hooks{Deliver: f.deliver, Lost: f.onLost, Reset: f.onReset})
 	return s, c, f
 }
 

@@ -37,6 +37,12 @@ type item struct {
 	Seq     int64  `json:"q,omitempty"`
 	// Event: a live event, whole.
 	Event *wireEvent `json:"e,omitempty"`
+	// Flush asks every instance to ack, once its streams wrote out what
+	// came before, with Ack (see Cluster.Flush); Dir is the session's
+	// directory.
+	Flush string `json:"f,omitempty"`
+	Dir   string `json:"d,omitempty"`
+	Ack   string `json:"a,omitempty"`
 }
 
 type wireEvent struct {
@@ -141,8 +147,8 @@ func (c *cluster) listenLoop() {
 			return
 		}
 		c.log.Warn("event feed from other instances interrupted; reconnecting", "err", err)
-		if c.reset != nil {
-			c.reset()
+		if c.hooks.Reset != nil {
+			c.hooks.Reset()
 		}
 		select {
 		case <-c.ctx.Done():
@@ -205,9 +211,17 @@ func (c *cluster) receive(items []item) {
 	c.tailMu.Lock()
 	defer c.tailMu.Unlock()
 	for i, it := range items {
+		if it.Ack != "" {
+			c.acked(it.Ack)
+			continue
+		}
+		if it.Flush != "" {
+			c.marked(it)
+			continue
+		}
 		if it.Event != nil {
 			w := it.Event
-			c.deliver(&opencode.Event{ID: w.ID, Type: w.Type, SessionID: it.Session, Directory: w.Directory,
+			c.hooks.Deliver(&opencode.Event{ID: w.ID, Type: w.Type, SessionID: it.Session, Directory: w.Directory,
 				Version: w.Version, Data: w.Data})
 			continue
 		}
@@ -242,7 +256,7 @@ func (c *cluster) receive(items []item) {
 			e := t.ahead[0]
 			t.ahead = t.ahead[1:]
 			t.seq = e.Seq
-			c.deliver(e)
+			c.hooks.Deliver(e)
 		}
 	}
 }
@@ -326,9 +340,79 @@ func (c *cluster) poll() {
 		c.readAhead(h.ID, t, h.LastSeq)
 		for _, e := range t.ahead {
 			t.seq = e.Seq
-			c.deliver(e)
+			c.hooks.Deliver(e)
 		}
 		t.ahead = nil
 		t.lag = 0
+	}
+}
+
+// flushWait bounds how long a flush waits for the other instances (an
+// instance that died without leaving never acks).
+const flushWait = time.Second
+
+func (c *cluster) Flush(ctx context.Context, sessionID, directory string) {
+	var peers int
+	if err := c.s.pool.QueryRow(ctx, `SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1`,
+		c.Instance()).Scan(&peers); err != nil || peers == 0 {
+		return
+	}
+	token := randomID()
+	acks := make(chan struct{}, peers)
+	c.mu.Lock()
+	c.flushes[token] = acks
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.flushes, token)
+		c.mu.Unlock()
+	}()
+	select {
+	case c.out <- item{Session: sessionID, Flush: token, Dir: directory}:
+	case <-ctx.Done():
+		return
+	}
+	timer := time.NewTimer(flushWait)
+	defer timer.Stop()
+	for range peers {
+		select {
+		case <-acks:
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// marked answers another instance's flush once this instance's streams
+// wrote out what was delivered before it (without holding up the feed).
+func (c *cluster) marked(it item) {
+	wait := func(context.Context) {}
+	if c.hooks.Mark != nil {
+		wait = c.hooks.Mark(it.Session, it.Dir)
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, flushWait)
+		wait(ctx)
+		cancel()
+		select {
+		case c.out <- item{Ack: it.Flush}:
+		case <-c.ctx.Done():
+		}
+	}()
+}
+
+func (c *cluster) acked(token string) {
+	c.mu.Lock()
+	ch := c.flushes[token]
+	c.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
 	}
 }
