@@ -100,10 +100,10 @@ type cluster struct {
 	// held maps the sessions this instance owns to their epochs.
 	held map[string]int64
 
-	hooks     store.Hooks
-	attached  bool
+	hooks    store.Hooks
+	attached bool
 	// flushes are this instance's Flush calls waiting for acks, by token.
-	flushes map[string]chan struct{}
+	flushes   map[string]chan struct{}
 	listenCfg *pgx.ConnConfig
 
 	out  chan item
