@@ -452,4 +452,18 @@ func TestScaleOutAsk(t *testing.T) {
 	if b.getJSON("/permission", &asks) != nil || len(asks) != 0 {
 		t.Errorf("B still lists %+v after the reply", asks)
 	}
+	// Deleted through B (forwarded to A): B's streams hear of it.
+	if st, body, err := b.do("DELETE", "/session/"+sid, nil); err != nil || st != 200 {
+		t.Fatalf("delete through B: %d %v %s", st, err, body)
+	}
+	if !poll(10*time.Second, 50*time.Millisecond, func() bool {
+		for _, f := range bAll.snapshot() {
+			if e := frameEvent(f); e.Type == "session.deleted" && strings.Contains(string(f.data), sid) {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Errorf("B's /api/event never carried the deletion of %s", sid)
+	}
 }

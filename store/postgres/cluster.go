@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,6 +72,15 @@ func (s *Store) Cluster() store.Cluster {
 	return s.cl
 }
 
+// Peers is how many other live instances this one knows of (0 when opened
+// alone).
+func (s *Store) Peers() int {
+	if s.cl == nil {
+		return 0
+	}
+	return int(s.cl.peers.Load())
+}
+
 func randomID() string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])
@@ -105,6 +115,10 @@ type cluster struct {
 	// flushes are this instance's Flush calls waiting for acks, by token.
 	flushes   map[string]chan struct{}
 	listenCfg *pgx.ConnConfig
+
+	// peers counts the other live instances (renewLoop; a hello sets it):
+	// alone, an instance broadcasts nothing.
+	peers atomic.Int64
 
 	out  chan item
 	wake chan struct{}
@@ -152,6 +166,7 @@ func (c *cluster) join(ctx context.Context) error {
 	c.mu.Lock()
 	c.id, c.until = id, start.Add(c.ttl-c.margin)
 	c.mu.Unlock()
+	c.countPeers(ctx, id)
 	c.log.Info("joined cluster", "instance", id, "addr", c.addr, "lease", c.ttl)
 	return nil
 }
@@ -181,6 +196,21 @@ func (c *cluster) Instance() string {
 
 // trusted reports whether the lease may still be relied on; c.mu held.
 func (c *cluster) trusted() bool { return time.Now().Before(c.until) }
+
+// Trusted is trusted with c.mu taken.
+func (c *cluster) Trusted() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.trusted()
+}
+
+// countPeers refreshes peers.
+func (c *cluster) countPeers(ctx context.Context, id string) {
+	var n int64
+	if err := c.s.pool.QueryRow(ctx, `SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1`, id).Scan(&n); err == nil {
+		c.peers.Store(n)
+	}
+}
 
 // renewLoop renews the lease every TTL/4. A renewal that finds the lease
 // expired in the database (this process was frozen or cut off past it) or
@@ -212,6 +242,7 @@ func (c *cluster) renewLoop() {
 		case err == nil && tag.RowsAffected() == 1:
 			c.until = start.Add(c.ttl - c.margin)
 			c.mu.Unlock()
+			c.countPeers(c.ctx, id)
 			continue
 		case err != nil && c.trusted():
 			c.mu.Unlock()

@@ -202,6 +202,12 @@ func TestClusterRelay(t *testing.T) {
 	dsn := freshDB(t)
 	a, ca, _ := instance(t, dsn, "http://a", 2*time.Second)
 	_, _, fb := instance(t, dsn, "http://b", 2*time.Second)
+	// a learns of b from b's hello (alone, it broadcasts nothing).
+	for deadline := time.Now().Add(5 * time.Second); a.Peers() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a never heard of b")
+		}
+	}
 	if err := a.Commit(ctx, "ses_r", &store.Batch{Session: storetest.NewSession("ses_r"), CreateOnly: true}); err != nil {
 		t.Fatal(err)
 	}

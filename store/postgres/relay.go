@@ -58,10 +58,15 @@ type notice struct {
 	Items []item `json:"i,omitempty"`
 	// Spill names a relay_spill row holding the items.
 	Spill int64 `json:"r,omitempty"`
+	// Hello: a new instance listens (the others start broadcasting).
+	Hello bool `json:"h,omitempty"`
 }
 
 func (c *cluster) Broadcast(e *opencode.Event) {
-	if e.SessionID != "" {
+	if c.peers.Load() == 0 {
+		return // nobody listens (a joining instance says hello first)
+	}
+	if e.SessionID != "" && e.Type != opencode.EvSessionDeleted {
 		if _, ok := c.Held(e.SessionID); !ok {
 			return // not ours (any more): a fenced runner publishes nothing
 		}
@@ -101,10 +106,15 @@ func (c *cluster) sendLoop() {
 		}
 		// Dropped unless this instance still holds each session: a runner
 		// fenced between its publish and this send stays silent.
+		// (A deleted session is held no more; its deletion still goes out
+		// under a trusted lease.)
 		kept := batch[:0]
 		for _, it := range batch {
-			if it.Session == "" {
-				kept = append(kept, it)
+			deleted := it.Event != nil && it.Event.Type == opencode.EvSessionDeleted
+			if it.Session == "" || deleted {
+				if c.Trusted() {
+					kept = append(kept, it)
+				}
 			} else if e, ok := c.Held(it.Session); ok && c.Holds(it.Session, e) {
 				kept = append(kept, it)
 			}
@@ -118,10 +128,19 @@ func (c *cluster) sendLoop() {
 	}
 }
 
+// send sends items in order, in as few notifications as fit the payload
+// limit; only a single item over it is spilled.
 func (c *cluster) send(items []item) error {
 	body, err := json.Marshal(notice{Proc: c.proc, Items: items})
 	if err != nil {
 		return err
+	}
+	if len(body) > payloadLimit && len(items) > 1 {
+		half := len(items) / 2
+		if err := c.send(items[:half]); err != nil {
+			return err
+		}
+		return c.send(items[half:])
 	}
 	if len(body) > payloadLimit {
 		var id int64
@@ -167,6 +186,11 @@ func (c *cluster) listen() error {
 	if _, err := conn.Exec(c.ctx, "LISTEN "+channel); err != nil {
 		return err
 	}
+	// Listening now: the others may skip broadcasting while alone.
+	hello, _ := json.Marshal(notice{Proc: c.proc, Hello: true})
+	if _, err := c.s.pool.Exec(c.ctx, `SELECT pg_notify($1, $2)`, channel, string(hello)); err != nil {
+		return err
+	}
 	for {
 		n, err := conn.WaitForNotification(c.ctx)
 		if err != nil {
@@ -178,6 +202,10 @@ func (c *cluster) listen() error {
 			continue
 		}
 		if nt.Proc == c.proc {
+			continue
+		}
+		if nt.Hello {
+			c.peers.Store(max(c.peers.Load(), 1)) // counted again at the next renewal
 			continue
 		}
 		if nt.Spill != 0 {
@@ -352,9 +380,8 @@ func (c *cluster) poll() {
 const flushWait = time.Second
 
 func (c *cluster) Flush(ctx context.Context, sessionID, directory string) {
-	var peers int
-	if err := c.s.pool.QueryRow(ctx, `SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1`,
-		c.Instance()).Scan(&peers); err != nil || peers == 0 {
+	peers := int(c.peers.Load())
+	if peers == 0 {
 		return
 	}
 	token := randomID()
