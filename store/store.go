@@ -1,7 +1,9 @@
 // Package store defines the durable state of the server: sessions, messages,
 // parts, admitted inputs and a per-session append-only event log with a
 // gapless sequence. store/sqlite is the embedded default, store/memory the
-// in-memory implementation; both pass store/storetest.
+// in-memory implementation, store/postgres the one several instances share
+// (it also implements Cluster: ownership, fencing, the event feed); all
+// pass store/storetest.
 package store
 
 import (
