@@ -16,11 +16,31 @@ import (
 // client). existed is true when the same ID and content were admitted
 // before; the earlier admission is returned and nothing happens twice.
 func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.Input, existed bool, err error) {
+	out, existed, _, err = m.admit(ctx, in, false)
+	return out, existed, err
+}
+
+// AdmitIfRunning admits a steer only if the session has a running turn,
+// checked and admitted in one step on the session's runner, so no turn can
+// end in between: the steer joins that turn (at its next model call, or in
+// the turn the core starts for it if the model call was the last). running
+// is false, and nothing is admitted, when the session is idle (ACP's
+// `_session/steering` with idleBehavior promptRequired).
+func (m *Manager) AdmitIfRunning(ctx context.Context, in *opencode.Input) (out *opencode.Input, existed, running bool, err error) {
+	in.Delivery = opencode.Steer
+	return m.admit(ctx, in, true)
+}
+
+func (m *Manager) admit(ctx context.Context, in *opencode.Input, onlyRunning bool) (out *opencode.Input, existed, running bool, err error) {
 	if !in.Delivery.Valid() {
-		return nil, false, opencode.Errorf(opencode.EInvalid, "delivery must be steer or queue")
+		return nil, false, false, opencode.Errorf(opencode.EInvalid, "delivery must be steer or queue")
 	}
 	in.Fingerprint = fingerprint(in)
 	derr := m.do(ctx, in.SessionID, func(r *runner) {
+		running = r.turn != nil
+		if onlyRunning && !running {
+			return
+		}
 		// A prompt after a revert makes it final (OpenCode's cleanup).
 		if err = r.cleanupRevert(); err != nil {
 			return
@@ -44,9 +64,9 @@ func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.
 		}
 	})
 	if derr != nil {
-		return nil, false, derr
+		return nil, false, false, derr
 	}
-	return out, existed, err
+	return out, existed, running, err
 }
 
 // Result is what a blocking prompt answers: the last assistant message of

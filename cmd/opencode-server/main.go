@@ -49,6 +49,8 @@ type options struct {
 	delay     time.Duration
 	heartbeat time.Duration
 	grace     time.Duration
+	// portSet: --port was given (acp serves HTTP only then).
+	portSet   bool
 	pgURL     string
 	advertise string
 	leaseTTL  time.Duration
@@ -94,6 +96,7 @@ func parseFlags(args []string, stderr *os.File) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.portSet = o.portSet || f.Name == "port" })
 	if o.directory == "" {
 		wd, err := os.Getwd()
 		if err != nil {
@@ -105,19 +108,13 @@ func parseFlags(args []string, stderr *os.File) (options, error) {
 }
 
 func run(ctx context.Context, args []string, stderr *os.File) error {
+	if len(args) > 0 && args[0] == "acp" {
+		return runACP(ctx, args[1:], stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	if err := checkExposure(o.hostname, os.Getenv("OPENCODE_SERVER_PASSWORD"), o.insecure); err != nil {
-		return err
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-
 	// ln is opened before the store: with --port 0 the advertised address
 	// needs the port.
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.hostname, strconv.Itoa(o.port)))
@@ -125,20 +122,45 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 		return err
 	}
 	defer ln.Close()
+	a, st, log, err := start(ctx, o, stderr, ln)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	defer a.Close()
+	fmt.Fprintf(os.Stdout, "opencode server listening on http://%s\n", ln.Addr())
+	return serve(o, a, ln, log)
+}
+
+// start opens the store and starts the core (app) on it; ln is where
+// HTTP will be served (nil: nowhere, an ACP process without --port).
+func start(ctx context.Context, o options, stderr *os.File, ln net.Listener) (*app.App, store.Store, *slog.Logger, error) {
+	if err := checkExposure(o.hostname, os.Getenv("OPENCODE_SERVER_PASSWORD"), o.insecure); err != nil {
+		return nil, nil, nil, err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, nil, nil, fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	var st store.Store
 	var cluster store.Cluster
+	var err error
 	switch o.storeKind {
 	case "sqlite":
 		path := filepath.Join(o.data, "opencode-server.db")
 		st, err = sqlite.Open(ctx, path)
 		if err != nil {
-			return fmt.Errorf("open store %s: %w", path, err)
+			return nil, nil, nil, fmt.Errorf("open store %s: %w", path, err)
 		}
 	case "memory":
 		st = memory.New()
 	case "postgres":
 		if o.pgURL == "" {
-			return errors.New("--store postgres needs --postgres-url or OPENCODE_SERVER_POSTGRES_URL")
+			return nil, nil, nil, errors.New("--store postgres needs --postgres-url or OPENCODE_SERVER_POSTGRES_URL")
+		}
+		if ln == nil {
+			return nil, nil, nil, errors.New("--store postgres needs --port: other instances forward requests to this one")
 		}
 		addr := o.advertise
 		if addr == "" {
@@ -146,21 +168,20 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 		}
 		pg, err := postgres.OpenCluster(ctx, o.pgURL, postgres.ClusterOptions{Addr: addr, TTL: o.leaseTTL, Logger: log})
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		st, cluster = pg, pg.Cluster()
 	default:
-		return fmt.Errorf("--store must be sqlite, memory or postgres, not %q", o.storeKind)
+		return nil, nil, nil, fmt.Errorf("--store must be sqlite, memory or postgres, not %q", o.storeKind)
 	}
-	defer st.Close()
-
 	paths := config.Paths(o.directory)
 	if o.config != "" {
 		paths = append(paths, o.config)
 	}
 	cfg, err := config.Load(paths...)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		st.Close()
+		return nil, nil, nil, fmt.Errorf("config: %w", err)
 	}
 	a, err := app.New(ctx, app.Options{Store: st, Directory: o.directory, Config: cfg,
 		Scripted: scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay},
@@ -168,17 +189,18 @@ func run(ctx context.Context, args []string, stderr *os.File) error {
 		Heartbeat: o.heartbeat, CORS: o.cors, Logger: log, DataDir: o.data,
 		Cluster: cluster, ForwardWindow: o.leaseTTL + 2*time.Second})
 	if err != nil {
-		return fmt.Errorf("start: %w", err)
+		st.Close()
+		return nil, nil, nil, fmt.Errorf("start: %w", err)
 	}
-	defer a.Close()
+	return a, st, log, nil
+}
 
+// serve serves HTTP on ln until SIGINT/SIGTERM, then shuts down gracefully.
+func serve(o options, a *app.App, ln net.Listener, log *slog.Logger) error {
 	// ReadTimeout bounds a request body sent byte by byte; it does not limit
 	// SSE responses (writes have their own per-frame deadlines).
 	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	// The listening line is printed like opencode serve's, so scripts and
-	// tests can read the port when --port 0 is used.
-	fmt.Fprintf(os.Stdout, "opencode server listening on http://%s\n", ln.Addr())
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

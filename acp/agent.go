@@ -1,0 +1,612 @@
+package acp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// Core is what the ACP agent needs of the lifecycle (lifecycle.Manager).
+type Core interface {
+	CreateSession(ctx context.Context, opts lifecycle.SessionOptions) (opencode.Session, bool, error)
+	GetSession(ctx context.Context, id string) (opencode.Session, error)
+	ListSessions(ctx context.Context) ([]opencode.Session, error)
+	DeleteSession(ctx context.Context, id string) error
+	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)
+	AdmitIfRunning(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, bool, error)
+	Wait(ctx context.Context, sessionID, messageID string) (lifecycle.Result, error)
+	Abort(ctx context.Context, sessionID string) error
+	Revoke(ctx context.Context, sessionID, messageID string) (bool, error)
+	Replace(ctx context.Context, sessionID, messageID string, delivery *opencode.Delivery, parts []opencode.Part) (*opencode.Input, error)
+	SwitchAgent(ctx context.Context, sessionID, messageID, agent string) error
+	Agents() []agent.Agent
+	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
+	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
+	ReplyPermission(ctx context.Context, requestID, reply string) error
+	Flushed(ctx context.Context, res lifecycle.Result, sessionID string)
+}
+
+// Options configure Serve.
+type Options struct {
+	Core Core
+	// Directory is the cwd of sessions whose request names none.
+	Directory string
+	Version   string
+	IDs       *identifier.Generator
+	Logger    *slog.Logger
+	// Sent, if set, sees every frame written (tests).
+	Sent func([]byte)
+}
+
+// Serve speaks ACP on r/w until r ends (the client closed stdin).
+func Serve(ctx context.Context, r io.Reader, w io.Writer, o Options) error {
+	if o.IDs == nil {
+		o.IDs = identifier.Default()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	life, end := context.WithCancel(context.WithoutCancel(ctx))
+	a := &Agent{core: o.Core, dir: o.Directory, version: o.Version, ids: o.IDs, log: o.Logger, sessions: map[string]*attached{}, life: life}
+	a.conn = newConn(r, w, a.handle, o.Logger)
+	a.conn.sent = o.Sent
+	defer a.detachAll()
+	// The input ended (or ctx): requests still waiting stop waiting.
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-a.conn.eof:
+		}
+		end()
+	}()
+	defer end()
+	return a.conn.serve(ctx)
+}
+
+// Agent is one ACP connection's agent side.
+type Agent struct {
+	core    Core
+	conn    *conn
+	dir     string
+	version string
+	ids     *identifier.Generator
+	log     *slog.Logger
+	// life ends with the connection.
+	life context.Context
+
+	mu       sync.Mutex
+	sessions map[string]*attached
+}
+
+// attached is a session this connection follows: its updates stream to the
+// client, and its prompt requests are answered at their turns' ends.
+type attached struct {
+	id   string
+	sub  *eventbus.Subscription
+	done chan struct{}
+	// mu guards runs and asks.
+	mu sync.Mutex
+	// runs are the connection's session/prompt requests not answered yet,
+	// in admission order: the first is the one running (or next to run).
+	runs []*promptRun
+	// asks cancel our session/request_permission calls by request ID.
+	asks map[string]context.CancelFunc
+}
+
+// promptRun is one session/prompt request: its input, and the steers
+// injected into its turn (the reply waits for them: one turn settles
+// once, at its real end).
+type promptRun struct {
+	id     string
+	steers []string
+}
+
+func invalid(msg string) error { return &rpcError{Code: codeInvalidParams, Message: msg} }
+
+// decode reads params into v strictly enough to say what is wrong.
+func decode(params json.RawMessage, v any) error {
+	if len(params) == 0 {
+		return invalid("missing params")
+	}
+	if err := json.Unmarshal(params, v); err != nil {
+		return invalid("invalid params: " + err.Error())
+	}
+	return nil
+}
+
+// coreError maps a core error to JSON-RPC.
+func coreError(err error) error {
+	var oe *opencode.Error
+	if errors.As(err, &oe) {
+		switch oe.Code {
+		case opencode.ENotFound:
+			return &rpcError{Code: codeNotFound, Message: oe.Message}
+		case opencode.EInvalid, opencode.EConflict, opencode.ERevoked:
+			return &rpcError{Code: codeInvalidParams, Message: oe.Message}
+		}
+		return &rpcError{Code: codeInternal, Message: oe.Message}
+	}
+	return err
+}
+
+func (a *Agent) handle(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case "initialize":
+		return a.initialize(params)
+	case "authenticate":
+		return struct{}{}, nil
+	case "session/new":
+		return a.newSession(ctx, params)
+	case "session/load":
+		return a.loadSession(ctx, params, true)
+	case "session/resume":
+		return a.loadSession(ctx, params, false)
+	case "session/close":
+		var p sessionRef
+		if err := decode(params, &p); err != nil {
+			return nil, err
+		}
+		a.detach(p.SessionID)
+		return struct{}{}, nil
+	case "session/list":
+		return a.listSessions(ctx, params)
+	case "session/delete":
+		var p sessionRef
+		if err := decode(params, &p); err != nil {
+			return nil, err
+		}
+		a.detach(p.SessionID)
+		return struct{}{}, coreError(a.core.DeleteSession(ctx, p.SessionID))
+	case "session/set_mode":
+		var p struct {
+			SessionID string `json:"sessionId"`
+			ModeID    string `json:"modeId"`
+		}
+		if err := decode(params, &p); err != nil {
+			return nil, err
+		}
+		if !a.isMode(p.ModeID) {
+			return nil, invalid("unknown mode " + p.ModeID)
+		}
+		if err := a.core.SwitchAgent(ctx, p.SessionID, a.ids.NewMessage(), p.ModeID); err != nil {
+			return nil, coreError(err)
+		}
+		_ = a.update(p.SessionID, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": p.ModeID})
+		return struct{}{}, nil
+	case "session/prompt":
+		return a.prompt(ctx, params)
+	case "session/cancel":
+		var p sessionRef
+		if err := decode(params, &p); err != nil {
+			return nil, err
+		}
+		return nil, coreError(a.core.Abort(context.WithoutCancel(ctx), p.SessionID))
+	case steeringMethod:
+		return a.steer(ctx, params)
+	case revokeMethod:
+		return a.revoke(ctx, params)
+	case replaceMethod:
+		return a.replace(ctx, params)
+	}
+	return nil, &rpcError{Code: codeMethodNotFound, Message: "method not found: " + method}
+}
+
+const (
+	steeringMethod = "_session/steering"
+	revokeMethod   = "_opencode-server/revoke"
+	replaceMethod  = "_opencode-server/replace"
+)
+
+type sessionRef struct {
+	SessionID string `json:"sessionId"`
+}
+
+func (a *Agent) initialize(params json.RawMessage) (any, error) {
+	var p struct {
+		ProtocolVersion int `json:"protocolVersion"`
+	}
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	return map[string]any{
+		"protocolVersion": 1,
+		"agentCapabilities": map[string]any{
+			"loadSession":        true,
+			"promptCapabilities": map[string]any{"image": true, "audio": false, "embeddedContext": true},
+			"mcpCapabilities":    map[string]any{"http": false, "sse": false},
+			"sessionCapabilities": map[string]any{"list": map[string]any{}, "delete": map[string]any{},
+				"resume": map[string]any{}, "close": map[string]any{}},
+		},
+		"authMethods": []any{},
+		"agentInfo":   map[string]any{"name": "opencode-server", "title": "opencode-server", "version": a.version},
+		"_meta": map[string]any{
+			"steering": map[string]any{"supported": true},
+			"opencode-server": map[string]any{"revoke": revokeMethod, "replace": replaceMethod,
+				"messageIds": "every prompt's reply and every steer's reply names its msg_ ID in _meta.messageId"},
+		},
+	}, nil
+}
+
+func (a *Agent) isMode(id string) bool {
+	for _, m := range a.modes() {
+		if m["id"] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// modes are the primary agents (build, plan, ...), as ACP session modes.
+func (a *Agent) modes() []map[string]any {
+	var out []map[string]any
+	for _, ag := range a.core.Agents() {
+		if ag.Mode == "subagent" {
+			continue
+		}
+		m := map[string]any{"id": ag.Name, "name": ag.Name}
+		if ag.Description != "" {
+			m["description"] = ag.Description
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (a *Agent) modeState(s opencode.Session) map[string]any {
+	cur := s.Agent
+	if cur == "" {
+		cur = "build"
+	}
+	return map[string]any{"currentModeId": cur, "availableModes": a.modes()}
+}
+
+type setupParams struct {
+	SessionID  string          `json:"sessionId"`
+	Cwd        string          `json:"cwd"`
+	MCPServers json.RawMessage `json:"mcpServers"`
+}
+
+func (a *Agent) newSession(ctx context.Context, params json.RawMessage) (any, error) {
+	var p setupParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	dir := p.Cwd
+	if dir == "" {
+		dir = a.dir
+	}
+	if !filepath.IsAbs(dir) {
+		return nil, invalid("cwd must be an absolute path")
+	}
+	s, _, err := a.core.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession(), Minted: true, Directory: dir})
+	if err != nil {
+		return nil, coreError(err)
+	}
+	if _, err := a.attach(ctx, s.ID, false); err != nil {
+		return nil, err
+	}
+	return map[string]any{"sessionId": s.ID, "modes": a.modeState(s)}, nil
+}
+
+// loadSession attaches to a stored session: with replay (session/load) the
+// conversation is sent again as updates, with its stored message IDs,
+// before the reply; live updates follow with no gap and no duplicate.
+func (a *Agent) loadSession(ctx context.Context, params json.RawMessage, replay bool) (any, error) {
+	var p setupParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	s, err := a.core.GetSession(ctx, p.SessionID)
+	if err != nil {
+		return nil, coreError(err)
+	}
+	if _, err := a.attach(ctx, s.ID, replay); err != nil {
+		return nil, err
+	}
+	return map[string]any{"modes": a.modeState(s)}, nil
+}
+
+func (a *Agent) listSessions(ctx context.Context, params json.RawMessage) (any, error) {
+	var p struct {
+		Cwd *string `json:"cwd"`
+	}
+	if len(params) > 0 {
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, invalid("invalid params: " + err.Error())
+		}
+	}
+	all, err := a.core.ListSessions(ctx)
+	if err != nil {
+		return nil, coreError(err)
+	}
+	out := []map[string]any{}
+	for _, s := range all {
+		if p.Cwd != nil && *p.Cwd != "" && s.Directory != *p.Cwd {
+			continue
+		}
+		out = append(out, map[string]any{"sessionId": s.ID, "cwd": s.Directory, "title": s.Title,
+			"updatedAt": time.UnixMilli(s.Time.Updated).UTC().Format(time.RFC3339Nano)})
+	}
+	return map[string]any{"sessions": out}, nil
+}
+
+// parts turns ACP content blocks into a prompt's parts.
+func (a *Agent) parts(blocks []contentBlock) ([]opencode.Part, error) {
+	if len(blocks) == 0 {
+		return nil, invalid("prompt is empty")
+	}
+	var out []opencode.Part
+	var text []string
+	for _, b := range blocks {
+		switch b.Type {
+		case "text":
+			text = append(text, b.Text)
+		case "resource_link":
+			text = append(text, "@"+strings.TrimPrefix(b.URI, "file://"))
+			out = append(out, opencode.Part{ID: a.ids.NewPart(), Type: opencode.PartFile, URL: b.URI,
+				Filename: b.Name, Mime: orText(b.MimeType)})
+		case "resource":
+			if b.Resource == nil {
+				return nil, invalid("resource block without resource")
+			}
+			if b.Resource.Text != "" {
+				text = append(text, "<context ref=\""+b.Resource.URI+"\">\n"+b.Resource.Text+"\n</context>")
+			} else {
+				out = append(out, opencode.Part{ID: a.ids.NewPart(), Type: opencode.PartFile,
+					URL: "data:" + orText(b.Resource.MimeType) + ";base64," + b.Resource.Blob, Mime: orText(b.Resource.MimeType),
+					Filename: filepath.Base(b.Resource.URI)})
+			}
+		case "image":
+			if _, err := base64.StdEncoding.DecodeString(b.Data); err != nil {
+				return nil, invalid("image data is not base64")
+			}
+			out = append(out, opencode.Part{ID: a.ids.NewPart(), Type: opencode.PartFile,
+				URL: "data:" + b.MimeType + ";base64," + b.Data, Mime: b.MimeType, Filename: "image"})
+		default:
+			return nil, invalid("unsupported content block type " + b.Type)
+		}
+	}
+	head := opencode.Part{ID: a.ids.NewPart(), Type: opencode.PartText, Text: strings.Join(text, "\n")}
+	return append([]opencode.Part{head}, out...), nil
+}
+
+func orText(mime string) string {
+	if mime == "" {
+		return "text/plain"
+	}
+	return mime
+}
+
+// contentBlock is an ACP ContentBlock (the kinds a prompt may carry).
+type contentBlock struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	Data     string    `json:"data,omitempty"`
+	MimeType string    `json:"mimeType,omitempty"`
+	URI      string    `json:"uri,omitempty"`
+	Name     string    `json:"name,omitempty"`
+	Resource *resource `json:"resource,omitempty"`
+}
+
+type resource struct {
+	URI      string `json:"uri"`
+	Text     string `json:"text,omitempty"`
+	Blob     string `json:"blob,omitempty"`
+	MimeType string `json:"mimeType,omitempty"`
+}
+
+type promptParams struct {
+	SessionID string         `json:"sessionId"`
+	Prompt    []contentBlock `json:"prompt"`
+}
+
+// prompt admits a prompt as a queued input (concurrent prompts run in
+// order) and answers at the end of its turn, after any steer injected into
+// it. A `$/cancel_request` while it is still pending revokes it.
+func (a *Agent) prompt(ctx context.Context, params json.RawMessage) (any, error) {
+	var p promptParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	parts, err := a.parts(p.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	at, err := a.attach(ctx, p.SessionID, false)
+	if err != nil {
+		return nil, err
+	}
+	id := a.ids.NewMessage()
+	run := &promptRun{id: id}
+	at.mu.Lock()
+	at.runs = append(at.runs, run)
+	at.mu.Unlock()
+	in := &opencode.Input{ID: id, Minted: true, SessionID: p.SessionID, Delivery: opencode.Queue, Parts: parts}
+	if _, _, err := a.core.Admit(context.WithoutCancel(ctx), in); err != nil {
+		at.finish(run)
+		return nil, coreError(err)
+	}
+	// The rest waits for the turn's end, concurrently with the next
+	// requests (a steer, a cancel, another prompt).
+	return later(func() (any, error) {
+		defer at.finish(run)
+		waited := make(chan struct{})
+		defer close(waited)
+		go func() {
+			select {
+			case <-ctx.Done():
+				// $/cancel_request: revoke it if it is still pending (a
+				// delivered one runs on; session/cancel stops a turn). A
+				// client that goes away cancels nothing: what was admitted
+				// runs.
+				if errors.Is(context.Cause(ctx), errCancelRequest) {
+					_, _ = a.core.Revoke(context.Background(), p.SessionID, id)
+				}
+			case <-waited:
+			}
+		}()
+		// Waited for under the connection's life (not the request's: a
+		// $/cancel_request of a delivered prompt still gets its real end).
+		res, err := a.core.Wait(a.life, p.SessionID, id)
+		var oe *opencode.Error
+		if errors.As(err, &oe) && oe.Code == opencode.ERevoked {
+			return nil, &rpcError{Code: codeCancelled, Message: "Request cancelled: the prompt was revoked before it was delivered"}
+		}
+		if err != nil {
+			return nil, coreError(err)
+		}
+		// Steers injected into this turn: the turn settles once, at the
+		// end of the last of them (a steer that arrived as the turn ended
+		// runs in the turn the core started for it).
+		for i := 0; ; i++ {
+			at.mu.Lock()
+			if i >= len(run.steers) {
+				at.mu.Unlock()
+				break
+			}
+			sid := run.steers[i]
+			at.mu.Unlock()
+			if r, err := a.core.Wait(a.life, p.SessionID, sid); err == nil {
+				res = r
+			}
+		}
+		// Every update of the turn is written before the reply that ends it.
+		fctx, cancel := context.WithTimeout(a.life, 5*time.Second)
+		a.core.Flushed(fctx, res, p.SessionID)
+		cancel()
+		return map[string]any{"stopReason": stopReason(res.Message), "_meta": map[string]any{"messageId": id}}, nil
+	}), nil
+}
+
+// stopReason says why a turn ended, from its last assistant message.
+func stopReason(m opencode.MessageWithParts) string {
+	if e := m.Info.Error; e != nil && e.Name == "MessageAbortedError" {
+		return "cancelled"
+	}
+	switch m.Info.Finish {
+	case "length", "max_tokens":
+		return "max_tokens"
+	}
+	return "end_turn"
+}
+
+// finish drops an answered prompt run.
+func (at *attached) finish(run *promptRun) {
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	for i, r := range at.runs {
+		if r == run {
+			at.runs = append(at.runs[:i], at.runs[i+1:]...)
+			return
+		}
+	}
+}
+
+type steerParams struct {
+	SessionID string         `json:"sessionId"`
+	Prompt    []contentBlock `json:"prompt"`
+	Meta      struct {
+		Steering struct {
+			IdleBehavior string `json:"idleBehavior"`
+		} `json:"steering"`
+	} `json:"_meta"`
+}
+
+// steer is `_session/steering`: into the running turn, atomically, or (when
+// idle) a new turn or nothing, as the client asked.
+func (a *Agent) steer(ctx context.Context, params json.RawMessage) (any, error) {
+	var p steerParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	parts, err := a.parts(p.Prompt)
+	if err != nil {
+		return nil, err
+	}
+	at, err := a.attach(ctx, p.SessionID, false)
+	if err != nil {
+		return nil, err
+	}
+	id := a.ids.NewMessage()
+	in := &opencode.Input{ID: id, Minted: true, SessionID: p.SessionID, Delivery: opencode.Steer, Parts: parts}
+	ctx = context.WithoutCancel(ctx)
+	_, _, running, err := a.core.AdmitIfRunning(ctx, in)
+	if err != nil {
+		return nil, coreError(err)
+	}
+	meta := map[string]any{"messageId": id}
+	if running {
+		at.mu.Lock()
+		if len(at.runs) > 0 {
+			at.runs[0].steers = append(at.runs[0].steers, id)
+		}
+		at.mu.Unlock()
+		return map[string]any{"outcome": "injected", "_meta": meta}, nil
+	}
+	if p.Meta.Steering.IdleBehavior == "promptRequired" {
+		return map[string]any{"outcome": "promptRequired", "reason": "noRunningTurn"}, nil
+	}
+	in = &opencode.Input{ID: id, Minted: true, SessionID: p.SessionID, Delivery: opencode.Steer, Parts: parts}
+	if _, _, err := a.core.Admit(ctx, in); err != nil {
+		return nil, coreError(err)
+	}
+	return map[string]any{"outcome": "startedNewTurn", "_meta": meta}, nil
+}
+
+type inputRef struct {
+	SessionID string `json:"sessionId"`
+	MessageID string `json:"messageId"`
+}
+
+// revoke is `_opencode-server/revoke`: cancel one pending input by its
+// message ID (a prompt's, from its reply's or its echo's messageId, or a
+// steer's).
+func (a *Agent) revoke(ctx context.Context, params json.RawMessage) (any, error) {
+	var p inputRef
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	revoked, err := a.core.Revoke(context.WithoutCancel(ctx), p.SessionID, p.MessageID)
+	if err != nil {
+		return nil, coreError(err)
+	}
+	return map[string]any{"revoked": revoked}, nil
+}
+
+// replace is `_opencode-server/replace`: new content and/or delivery for a
+// pending input, under the same message ID.
+func (a *Agent) replace(ctx context.Context, params json.RawMessage) (any, error) {
+	var p struct {
+		inputRef
+		Prompt   []contentBlock     `json:"prompt"`
+		Delivery *opencode.Delivery `json:"delivery"`
+	}
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	var parts []opencode.Part
+	if p.Prompt != nil {
+		var err error
+		if parts, err = a.parts(p.Prompt); err != nil {
+			return nil, err
+		}
+	}
+	in, err := a.core.Replace(context.WithoutCancel(ctx), p.SessionID, p.MessageID, p.Delivery, parts)
+	if err != nil {
+		return nil, coreError(err)
+	}
+	return map[string]any{"messageId": in.ID, "delivery": in.Delivery}, nil
+}

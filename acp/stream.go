@@ -1,0 +1,422 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// Updates come from the session's v2 events: the durable log (what
+// session/load replays, in seq order) and the live deltas between its
+// entries. A connection follows a session from the moment it creates,
+// loads, resumes or prompts it.
+
+// wanted is the events a followed session's stream looks at.
+func wanted(e *opencode.Event) bool {
+	if e.Durable || strings.HasPrefix(e.Type, "session.next.") {
+		return true
+	}
+	switch e.Type {
+	case opencode.EvTodoUpdated, opencode.EvSessionUpdated, opencode.EvPermissionAsked, opencode.EvPermissionReply:
+		return true
+	}
+	return false
+}
+
+// attach follows a session on this connection (once); with replay its log
+// is sent as updates first.
+func (a *Agent) attach(ctx context.Context, id string, replay bool) (*attached, error) {
+	a.mu.Lock()
+	at := a.sessions[id]
+	a.mu.Unlock()
+	if at != nil && !replay {
+		return at, nil
+	}
+	if at != nil {
+		a.detach(id) // session/load again: a fresh replay
+	}
+	s, err := a.core.GetSession(ctx, id)
+	if err != nil {
+		return nil, coreError(err)
+	}
+	// Subscribed before the log is read: nothing falls between the two.
+	sub := a.core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == id && wanted(e) })
+	sub.Track() // a prompt's reply waits until its turn's updates are written (Flushed)
+	at = &attached{id: id, sub: sub, done: make(chan struct{}), asks: map[string]context.CancelFunc{}}
+	a.mu.Lock()
+	if prev := a.sessions[id]; prev != nil {
+		a.mu.Unlock()
+		sub.Close()
+		return prev, nil
+	}
+	a.sessions[id] = at
+	a.mu.Unlock()
+	mp := newMapper(s.Title)
+	var sent int64
+	if replay {
+		for after := int64(0); ; {
+			evs, err := a.core.Events(ctx, id, after, 500)
+			if err != nil {
+				a.detach(id)
+				return nil, coreError(err)
+			}
+			for _, e := range evs {
+				for _, u := range mp.updates(e, true) {
+					_ = a.update(id, u)
+				}
+				after = e.Seq
+			}
+			if len(evs) < 500 {
+				break
+			}
+		}
+		sent = mp.lastSeq
+	}
+	go a.pump(at, mp, sent)
+	return at, nil
+}
+
+// pump streams a followed session's live updates until it is detached.
+func (a *Agent) pump(at *attached, mp *mapper, sent int64) {
+	defer close(at.done)
+	for e := range at.sub.C {
+		if e.Durable {
+			if e.Seq <= sent {
+				at.sub.Ack(e.Pos)
+				continue // replayed already
+			}
+			sent = e.Seq
+		}
+		switch e.Type {
+		case opencode.EvPermissionAsked:
+			a.askPermission(at, e)
+			at.sub.Ack(e.Pos)
+			continue
+		case opencode.EvPermissionReply:
+			var p struct {
+				RequestID string `json:"requestID"`
+			}
+			if json.Unmarshal(e.Data, &p) == nil {
+				at.mu.Lock()
+				if cancel := at.asks[p.RequestID]; cancel != nil {
+					cancel() // answered elsewhere, or rejected by an abort
+				}
+				at.mu.Unlock()
+			}
+			at.sub.Ack(e.Pos)
+			continue
+		}
+		for _, u := range mp.updates(e, false) {
+			_ = a.update(at.id, u)
+		}
+		at.sub.Ack(e.Pos)
+	}
+	if at.sub.Dropped() {
+		a.log.Warn("acp: the client fell behind; its session updates stopped", "session", at.id)
+	}
+}
+
+func (a *Agent) update(sessionID string, u map[string]any) error {
+	return a.conn.notify("session/update", map[string]any{"sessionId": sessionID, "update": u})
+}
+
+func (a *Agent) detach(id string) {
+	a.mu.Lock()
+	at := a.sessions[id]
+	delete(a.sessions, id)
+	a.mu.Unlock()
+	if at != nil {
+		at.sub.Close()
+		<-at.done
+	}
+}
+
+func (a *Agent) detachAll() {
+	a.mu.Lock()
+	ids := make([]string, 0, len(a.sessions))
+	for id := range a.sessions {
+		ids = append(ids, id)
+	}
+	a.mu.Unlock()
+	for _, id := range ids {
+		a.detach(id)
+	}
+}
+
+// askPermission asks the client (session/request_permission) and answers
+// the core with its choice; a cancelled or failed ask rejects.
+func (a *Agent) askPermission(at *attached, e *opencode.Event) {
+	var req struct {
+		ID         string   `json:"id"`
+		Permission string   `json:"permission"`
+		Patterns   []string `json:"patterns"`
+		Tool       *struct {
+			CallID string `json:"callID"`
+		} `json:"tool"`
+	}
+	if json.Unmarshal(e.Data, &req) != nil || req.ID == "" {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	at.mu.Lock()
+	at.asks[req.ID] = cancel
+	at.mu.Unlock()
+	callID := req.ID
+	if req.Tool != nil && req.Tool.CallID != "" {
+		callID = req.Tool.CallID
+	}
+	title := req.Permission
+	if len(req.Patterns) > 0 {
+		title += " " + strings.Join(req.Patterns, ", ")
+	}
+	go func() {
+		defer func() {
+			at.mu.Lock()
+			delete(at.asks, req.ID)
+			at.mu.Unlock()
+			cancel()
+		}()
+		res, err := a.conn.call(ctx, "session/request_permission", map[string]any{
+			"sessionId": at.id,
+			"toolCall":  map[string]any{"toolCallId": callID, "title": title, "status": "pending"},
+			"options": []map[string]any{
+				{"optionId": "once", "name": "Allow once", "kind": "allow_once"},
+				{"optionId": "always", "name": "Always allow", "kind": "allow_always"},
+				{"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+			},
+		})
+		if ctx.Err() != nil {
+			return // answered elsewhere or aborted: nothing to say
+		}
+		reply := "reject"
+		var out struct {
+			Outcome struct {
+				Outcome  string `json:"outcome"`
+				OptionID string `json:"optionId"`
+			} `json:"outcome"`
+		}
+		if err == nil && json.Unmarshal(res, &out) == nil && out.Outcome.Outcome == "selected" {
+			switch out.Outcome.OptionID {
+			case "once", "always":
+				reply = out.Outcome.OptionID
+			}
+		}
+		if err := a.core.ReplyPermission(context.Background(), req.ID, reply); err != nil {
+			a.log.Debug("acp: permission reply", "request", req.ID, "err", err)
+		}
+	}()
+}
+
+// mapper turns a session's events into ACP session updates. It remembers
+// what later events need: tool calls' inputs (for titles, locations and
+// diffs), texts ended by the replay (their live deltas are not sent
+// again), the title.
+type mapper struct {
+	calls   map[string]toolCall
+	ended   map[string]bool
+	title   string
+	lastSeq int64
+}
+
+type toolCall struct {
+	tool  string
+	input map[string]any
+}
+
+func newMapper(title string) *mapper {
+	return &mapper{calls: map[string]toolCall{}, ended: map[string]bool{}, title: title}
+}
+
+func text(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
+
+// updates maps one event; replay is true for the log sent by session/load.
+func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
+	if e.Durable && e.Seq > mp.lastSeq {
+		mp.lastSeq = e.Seq
+	}
+	var d map[string]any
+	if err := json.Unmarshal(e.Data, &d); err != nil {
+		return nil
+	}
+	str := func(k string) string { s, _ := d[k].(string); return s }
+	switch e.Type {
+	case opencode.EvPrompted:
+		p, _ := d["prompt"].(map[string]any)
+		t, _ := p["text"].(string)
+		return []map[string]any{{"sessionUpdate": "user_message_chunk", "content": text(t), "messageId": str("messageID")}}
+	case opencode.EvTextDelta, opencode.EvReasoningDelta:
+		id := str("textID") + str("reasoningID")
+		if replay || mp.ended[id] {
+			return nil
+		}
+		kind := "agent_message_chunk"
+		if e.Type == opencode.EvReasoningDelta {
+			kind = "agent_thought_chunk"
+		}
+		return []map[string]any{{"sessionUpdate": kind, "content": text(str("delta")), "messageId": str("assistantMessageID")}}
+	case opencode.EvTextEnded, opencode.EvReasoningEnded:
+		if !replay {
+			return nil // streamed as deltas
+		}
+		mp.ended[str("textID")+str("reasoningID")] = true
+		if str("text") == "" {
+			return nil
+		}
+		kind := "agent_message_chunk"
+		if e.Type == opencode.EvReasoningEnded {
+			kind = "agent_thought_chunk"
+		}
+		return []map[string]any{{"sessionUpdate": kind, "content": text(str("text")), "messageId": str("assistantMessageID")}}
+	case opencode.EvToolCalled:
+		input, _ := d["input"].(map[string]any)
+		tool := str("tool")
+		mp.calls[str("callID")] = toolCall{tool: tool, input: input}
+		u := map[string]any{"sessionUpdate": "tool_call", "toolCallId": str("callID"), "title": toolTitle(tool, input),
+			"kind": toolKind(tool), "status": "in_progress", "rawInput": input}
+		if loc := locations(input); loc != nil {
+			u["locations"] = loc
+		}
+		return []map[string]any{u}
+	case opencode.EvToolSuccess:
+		c := mp.calls[str("callID")]
+		content := []map[string]any{}
+		if diff := diffOf(c); diff != nil {
+			content = append(content, diff)
+		}
+		if out := toolText(d["content"]); out != "" {
+			content = append(content, map[string]any{"type": "content", "content": text(out)})
+		}
+		u := map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": str("callID"), "status": "completed",
+			"content": content}
+		if s, ok := d["structured"]; ok && s != nil {
+			u["rawOutput"] = s
+		}
+		return []map[string]any{u}
+	case opencode.EvToolFailed:
+		msg := ""
+		if er, ok := d["error"].(map[string]any); ok {
+			msg, _ = er["message"].(string)
+		}
+		return []map[string]any{{"sessionUpdate": "tool_call_update", "toolCallId": str("callID"), "status": "failed",
+			"content": []map[string]any{{"type": "content", "content": text(msg)}}}}
+	case opencode.EvStepEnded:
+		tok, _ := d["tokens"].(map[string]any)
+		num := func(m map[string]any, k string) int64 { f, _ := m[k].(float64); return int64(f) }
+		cache, _ := tok["cache"].(map[string]any)
+		used := num(tok, "input") + num(tok, "output") + num(tok, "reasoning") + num(cache, "read")
+		u := map[string]any{"sessionUpdate": "usage_update", "used": used, "size": 0}
+		if cost, ok := d["cost"].(float64); ok {
+			u["cost"] = map[string]any{"amount": cost, "currency": "USD"}
+		}
+		return []map[string]any{u}
+	case opencode.EvAgentSwitched:
+		return []map[string]any{{"sessionUpdate": "current_mode_update", "currentModeId": str("agent")}}
+	case opencode.EvTodoUpdated:
+		todos, _ := d["todos"].([]any)
+		entries := []map[string]any{}
+		for _, t := range todos {
+			m, _ := t.(map[string]any)
+			content, _ := m["content"].(string)
+			status, _ := m["status"].(string)
+			prio, _ := m["priority"].(string)
+			switch status {
+			case "pending", "in_progress", "completed":
+			default:
+				status = "completed" // cancelled: no longer to do
+			}
+			switch prio {
+			case "high", "medium", "low":
+			default:
+				prio = "medium"
+			}
+			entries = append(entries, map[string]any{"content": content, "priority": prio, "status": status})
+		}
+		return []map[string]any{{"sessionUpdate": "plan", "entries": entries}}
+	case opencode.EvSessionUpdated:
+		info, _ := d["info"].(map[string]any)
+		title, _ := info["title"].(string)
+		if title == "" || title == mp.title {
+			return nil
+		}
+		mp.title = title
+		u := map[string]any{"sessionUpdate": "session_info_update", "title": title}
+		if tm, ok := info["time"].(map[string]any); ok {
+			if up, ok := tm["updated"].(float64); ok {
+				u["updatedAt"] = time.UnixMilli(int64(up)).UTC().Format(time.RFC3339Nano)
+			}
+		}
+		return []map[string]any{u}
+	}
+	return nil
+}
+
+// toolKind is the ACP kind of one of our tools.
+func toolKind(tool string) string {
+	switch tool {
+	case "read":
+		return "read"
+	case "edit", "write", "patch", "multiedit":
+		return "edit"
+	case "glob", "grep", "list":
+		return "search"
+	case "bash":
+		return "execute"
+	case "webfetch":
+		return "fetch"
+	case "todowrite", "todoread":
+		return "think"
+	}
+	return "other"
+}
+
+func toolTitle(tool string, input map[string]any) string {
+	for _, k := range []string{"description", "filePath", "pattern", "command", "url", "path"} {
+		if s, ok := input[k].(string); ok && s != "" {
+			return tool + ": " + s
+		}
+	}
+	return tool
+}
+
+func locations(input map[string]any) []map[string]any {
+	for _, k := range []string{"filePath", "path"} {
+		if s, ok := input[k].(string); ok && strings.HasPrefix(s, "/") {
+			return []map[string]any{{"path": s}}
+		}
+	}
+	return nil
+}
+
+// diffOf is an edit's or write's diff content, from its input.
+func diffOf(c toolCall) map[string]any {
+	path, _ := c.input["filePath"].(string)
+	if path == "" {
+		return nil
+	}
+	switch c.tool {
+	case "edit":
+		oldS, _ := c.input["oldString"].(string)
+		newS, _ := c.input["newString"].(string)
+		return map[string]any{"type": "diff", "path": path, "oldText": oldS, "newText": newS}
+	case "write":
+		content, _ := c.input["content"].(string)
+		return map[string]any{"type": "diff", "path": path, "oldText": nil, "newText": content}
+	}
+	return nil
+}
+
+// toolText is a tool result's text (the content list of tool.success).
+func toolText(v any) string {
+	list, _ := v.([]any)
+	var out []string
+	for _, it := range list {
+		m, _ := it.(map[string]any)
+		if t, ok := m["text"].(string); ok {
+			out = append(out, t)
+		}
+	}
+	return strings.Join(out, "\n")
+}
