@@ -665,3 +665,125 @@ func TestBadInput(t *testing.T) {
 	}
 	c.handshake() // still alive
 }
+
+// TestSteerAtTurnEnd: steers sent at every moment around a turn's end get
+// one reply each; an injected one is echoed and answered before the
+// prompt's single reply; a promptRequired one admits nothing.
+func TestSteerAtTurnEnd(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 3, Delay: 8 * time.Millisecond}})
+	c := start(t, srv)
+	c.handshake()
+	var injected, required int
+	for i := range 24 {
+		sid := c.newSession(srv.Directory)
+		pid, ch := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt(fmt.Sprintf("turn %d", i))})
+		time.Sleep(time.Duration(i*2) * time.Millisecond) // sweeps across the turn's end (~25-40 ms)
+		steerText := fmt.Sprintf("steer %d", i)
+		sidReq, sch := c.request("_session/steering", map[string]any{"sessionId": sid, "prompt": textPrompt(steerText),
+			"_meta": map[string]any{"steering": map[string]any{"idleBehavior": "promptRequired"}}})
+		sm := c.wait(sch, "steer")
+		var sr struct {
+			Outcome string `json:"outcome"`
+			Meta    struct {
+				MessageID string `json:"messageId"`
+			} `json:"_meta"`
+		}
+		if sm.Error != nil || json.Unmarshal(sm.Result, &sr) != nil {
+			t.Fatalf("steer %d: %+v", i, sm)
+		}
+		r := decodeReply(t, c.wait(ch, "prompt"))
+		if r.StopReason != "end_turn" {
+			t.Errorf("turn %d: stopReason %s", i, r.StopReason)
+		}
+		// The session's updates and the order of the two replies.
+		var mine []update
+		for _, u := range c.updates() {
+			if u.SessionID == sid {
+				mine = append(mine, u)
+			}
+		}
+		fr := c.frames()
+		replies := map[string]int{}
+		for _, f := range fr {
+			if f == "reply:"+pid || f == "reply:"+sidReq {
+				replies[f]++
+			}
+		}
+		if replies["reply:"+pid] != 1 || replies["reply:"+sidReq] != 1 {
+			t.Errorf("turn %d: replies %v, want one each", i, replies)
+		}
+		switch sr.Outcome {
+		case "injected":
+			injected++
+			if userChunks(mine)[sr.Meta.MessageID] != steerText {
+				t.Errorf("turn %d: injected steer %s never echoed: %v", i, sr.Meta.MessageID, userChunks(mine))
+			}
+			if !strings.Contains(agentText(mine), steerText) {
+				t.Errorf("turn %d: the prompt replied before the steered output: %q", i, agentText(mine))
+			}
+		case "promptRequired":
+			required++
+			in, _ := srv.Manager.Inbox(context.Background(), sid)
+			msgs, _ := srv.Manager.Messages(context.Background(), sid)
+			for _, m := range msgs {
+				for _, p := range m.Parts {
+					if p.Text == steerText {
+						t.Errorf("turn %d: promptRequired, yet the steer was stored", i)
+					}
+				}
+			}
+			if len(in) != 0 {
+				t.Errorf("turn %d: promptRequired left the inbox %v", i, in)
+			}
+		default:
+			t.Errorf("turn %d: outcome %q", i, sr.Outcome)
+		}
+	}
+	t.Logf("%d injected, %d promptRequired", injected, required)
+	if injected == 0 || required == 0 {
+		t.Errorf("the sweep did not cover both sides of the turn's end (%d injected, %d promptRequired)", injected, required)
+	}
+}
+
+// TestRevokeReplace: a queued prompt named by the client's message ID is
+// replaced, then revoked through the extension; its request answers
+// -32800 and it never runs.
+func TestRevokeReplace(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 20, Delay: 30 * time.Millisecond}})
+	c := start(t, srv)
+	c.handshake()
+	sid := c.newSession(srv.Directory)
+	_, ch1 := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt("running")})
+	queued := "msg_" + strings.Repeat("0", 10) + "clientchosen01"
+	_, ch2 := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt("queued"),
+		"_meta": map[string]any{"messageId": queued}})
+	c.waitFor("the queued prompt", func() bool {
+		in, _ := srv.Manager.Inbox(context.Background(), sid)
+		return len(in) == 1 && in[0].ID == queued
+	})
+	var rep struct {
+		MessageID string `json:"messageId"`
+	}
+	c.call("_opencode-server/replace", map[string]any{"sessionId": sid, "messageId": queued, "prompt": textPrompt("changed")}, &rep)
+	if rep.MessageID != queued {
+		t.Fatalf("replace: %+v", rep)
+	}
+	in, err := srv.Manager.Input(context.Background(), sid, queued)
+	if err != nil || in.Prompt().Text != "changed" {
+		t.Fatalf("after replace: %+v %v", in, err)
+	}
+	var rv struct {
+		Revoked bool `json:"revoked"`
+	}
+	c.call("_opencode-server/revoke", map[string]any{"sessionId": sid, "messageId": queued}, &rv)
+	if !rv.Revoked {
+		t.Fatalf("revoke: %+v", rv)
+	}
+	if m := c.wait(ch2, "revoked prompt"); m.Error == nil || m.Error.Code != -32800 {
+		t.Errorf("the revoked prompt's request: %+v, want -32800", m)
+	}
+	decodeReply(t, c.wait(ch1, "running prompt"))
+	if _, ok := userChunks(c.updates())[queued]; ok {
+		t.Errorf("the revoked prompt was delivered")
+	}
+}

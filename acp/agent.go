@@ -235,7 +235,9 @@ func (a *Agent) initialize(params json.RawMessage) (any, error) {
 		"_meta": map[string]any{
 			"steering": map[string]any{"supported": true},
 			"opencode-server": map[string]any{"revoke": revokeMethod, "replace": replaceMethod,
-				"messageIds": "every prompt's reply and every steer's reply names its msg_ ID in _meta.messageId"},
+				"messageIds": "session/prompt and _session/steering take a client-chosen msg_ ID in _meta.messageId " +
+					"(else one is minted); their replies name it in _meta.messageId; it is the echoed user_message_chunk's " +
+					"messageId, the revoke/replace key and the HTTP API's message ID"},
 		},
 	}, nil
 }
@@ -411,6 +413,23 @@ type resource struct {
 type promptParams struct {
 	SessionID string         `json:"sessionId"`
 	Prompt    []contentBlock `json:"prompt"`
+	Meta      struct {
+		// MessageID is a client-chosen msg_ ID (as HTTP's messageID): the
+		// client knows it before the reply (to revoke or replace the
+		// input), and a re-sent prompt with it is admitted once.
+		MessageID string `json:"messageId"`
+	} `json:"_meta"`
+}
+
+// messageID takes the client's ID or mints one.
+func (a *Agent) messageID(client string) (id string, minted bool, err error) {
+	if client == "" {
+		return a.ids.NewMessage(), true, nil
+	}
+	if err := identifier.Check(identifier.Message, client); err != nil {
+		return "", false, invalid("_meta.messageId: " + err.Error())
+	}
+	return client, false, nil
 }
 
 // prompt admits a prompt as a queued input (concurrent prompts run in
@@ -429,12 +448,15 @@ func (a *Agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	id := a.ids.NewMessage()
+	id, minted, err := a.messageID(p.Meta.MessageID)
+	if err != nil {
+		return nil, err
+	}
 	run := &promptRun{id: id}
 	at.mu.Lock()
 	at.runs = append(at.runs, run)
 	at.mu.Unlock()
-	in := &opencode.Input{ID: id, Minted: true, SessionID: p.SessionID, Delivery: opencode.Queue, Parts: parts}
+	in := &opencode.Input{ID: id, Minted: minted, SessionID: p.SessionID, Delivery: opencode.Queue, Parts: parts}
 	if _, _, err := a.core.Admit(context.WithoutCancel(ctx), in); err != nil {
 		at.finish(run)
 		return nil, coreError(err)
@@ -522,6 +544,7 @@ type steerParams struct {
 		Steering struct {
 			IdleBehavior string `json:"idleBehavior"`
 		} `json:"steering"`
+		MessageID string `json:"messageId"` // client-chosen, as for session/prompt
 	} `json:"_meta"`
 }
 
@@ -540,8 +563,11 @@ func (a *Agent) steer(ctx context.Context, params json.RawMessage) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	id := a.ids.NewMessage()
-	in := &opencode.Input{ID: id, Minted: true, SessionID: p.SessionID, Delivery: opencode.Steer, Parts: parts}
+	id, minted, err := a.messageID(p.Meta.MessageID)
+	if err != nil {
+		return nil, err
+	}
+	in := &opencode.Input{ID: id, Minted: minted, SessionID: p.SessionID, Delivery: opencode.Steer, Parts: parts}
 	ctx = context.WithoutCancel(ctx)
 	_, _, running, err := a.core.AdmitIfRunning(ctx, in)
 	if err != nil {
@@ -559,7 +585,7 @@ func (a *Agent) steer(ctx context.Context, params json.RawMessage) (any, error) 
 	if p.Meta.Steering.IdleBehavior == "promptRequired" {
 		return map[string]any{"outcome": "promptRequired", "reason": "noRunningTurn"}, nil
 	}
-	in = &opencode.Input{ID: id, Minted: true, SessionID: p.SessionID, Delivery: opencode.Steer, Parts: parts}
+	in = &opencode.Input{ID: id, Minted: minted, SessionID: p.SessionID, Delivery: opencode.Steer, Parts: parts}
 	if _, _, err := a.core.Admit(ctx, in); err != nil {
 		return nil, coreError(err)
 	}

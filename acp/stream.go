@@ -55,6 +55,9 @@ func (a *Agent) attach(ctx context.Context, id string, replay bool) (*attached, 
 	a.sessions[id] = at
 	a.mu.Unlock()
 	mp := newMapper(s.Title)
+	if !replay {
+		mp.cost = s.Cost // the replay sums the log's steps instead
+	}
 	var sent int64
 	if replay {
 		for after := int64(0); ; {
@@ -219,6 +222,8 @@ type mapper struct {
 	ended   map[string]bool
 	title   string
 	lastSeq int64
+	// cost is the session's cost so far (usage_update reports the total).
+	cost float64
 }
 
 type toolCall struct {
@@ -309,7 +314,8 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 		used := num(tok, "input") + num(tok, "output") + num(tok, "reasoning") + num(cache, "read")
 		u := map[string]any{"sessionUpdate": "usage_update", "used": used, "size": 0}
 		if cost, ok := d["cost"].(float64); ok {
-			u["cost"] = map[string]any{"amount": cost, "currency": "USD"}
+			mp.cost += cost
+			u["cost"] = map[string]any{"amount": mp.cost, "currency": "USD"}
 		}
 		return []map[string]any{u}
 	case opencode.EvAgentSwitched:
