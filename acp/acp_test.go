@@ -787,3 +787,52 @@ func TestRevokeReplace(t *testing.T) {
 		t.Errorf("the revoked prompt was delivered")
 	}
 }
+
+// TestSlashCommands: a new session announces its commands; a prompt
+// starting with /NAME runs that command's template.
+func TestSlashCommands(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 2}})
+	c := start(t, srv)
+	c.handshake()
+	sid := c.newSession(srv.Directory)
+	c.mu.Lock()
+	var names []string
+	for _, m := range c.log {
+		if m.Method != "session/update" {
+			continue
+		}
+		var u struct {
+			Update struct {
+				Kind     string `json:"sessionUpdate"`
+				Commands []struct {
+					Name string `json:"name"`
+				} `json:"availableCommands"`
+			} `json:"update"`
+		}
+		_ = json.Unmarshal(m.Params, &u)
+		if u.Update.Kind == "available_commands_update" {
+			for _, cmd := range u.Update.Commands {
+				names = append(names, cmd.Name)
+			}
+		}
+	}
+	c.mu.Unlock()
+	if !strings.Contains(strings.Join(names, ","), "init") {
+		t.Fatalf("available commands %v, want init among them", names)
+	}
+	_, ch := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt("/init keep it short")})
+	decodeReply(t, c.wait(ch, "command prompt"))
+	var asked string
+	for _, r := range srv.Model.Calls() {
+		if r.SessionID == sid {
+			for _, m := range r.Messages {
+				if m.Role == "user" {
+					asked = m.Content
+				}
+			}
+		}
+	}
+	if !strings.Contains(asked, "AGENTS.md") || !strings.Contains(asked, "keep it short") {
+		t.Errorf("the model was asked %q, want the /init template with its arguments", asked)
+	}
+}

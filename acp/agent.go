@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/lifecycle"
@@ -47,6 +48,9 @@ type Options struct {
 	Version   string
 	IDs       *identifier.Generator
 	Logger    *slog.Logger
+	// Commands lists the slash commands of a directory (command.List
+	// with the config's); nil: the built-in ones.
+	Commands func(dir string) []command.Command
 	// Sent, if set, sees every frame written (tests).
 	Sent func([]byte)
 }
@@ -60,7 +64,11 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, o Options) error {
 		o.Logger = slog.Default()
 	}
 	life, end := context.WithCancel(context.WithoutCancel(ctx))
-	a := &Agent{core: o.Core, dir: o.Directory, version: o.Version, ids: o.IDs, log: o.Logger, sessions: map[string]*attached{}, life: life}
+	if o.Commands == nil {
+		o.Commands = func(dir string) []command.Command { return command.List(dir, nil, "") }
+	}
+	a := &Agent{core: o.Core, dir: o.Directory, version: o.Version, ids: o.IDs, log: o.Logger, sessions: map[string]*attached{},
+		life: life, commands: o.Commands}
 	a.conn = newConn(r, w, a.handle, o.Logger)
 	a.conn.sent = o.Sent
 	defer a.detachAll()
@@ -85,7 +93,8 @@ type Agent struct {
 	ids     *identifier.Generator
 	log     *slog.Logger
 	// life ends with the connection.
-	life context.Context
+	life     context.Context
+	commands func(dir string) []command.Command
 
 	mu       sync.Mutex
 	sessions map[string]*attached
@@ -300,6 +309,7 @@ func (a *Agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 	if _, err := a.attach(ctx, s.ID, false); err != nil {
 		return nil, err
 	}
+	a.announceCommands(s)
 	return map[string]any{"sessionId": s.ID, "modes": a.modeState(s)}, nil
 }
 
@@ -318,6 +328,7 @@ func (a *Agent) loadSession(ctx context.Context, params json.RawMessage, replay 
 	if _, err := a.attach(ctx, s.ID, replay); err != nil {
 		return nil, err
 	}
+	a.announceCommands(s)
 	return map[string]any{"modes": a.modeState(s)}, nil
 }
 
@@ -343,6 +354,40 @@ func (a *Agent) listSessions(ctx context.Context, params json.RawMessage) (any, 
 			"updatedAt": time.UnixMilli(s.Time.Updated).UTC().Format(time.RFC3339Nano)})
 	}
 	return map[string]any{"sessions": out}, nil
+}
+
+// announceCommands sends the session's slash commands
+// (available_commands_update); a prompt starting with /NAME runs one.
+func (a *Agent) announceCommands(s opencode.Session) {
+	cmds := []map[string]any{}
+	for _, c := range a.commands(s.Directory) {
+		m := map[string]any{"name": c.Name, "description": c.Description}
+		if len(c.Hints) > 0 {
+			m["input"] = map[string]any{"hint": strings.Join(c.Hints, " ")}
+		}
+		cmds = append(cmds, m)
+	}
+	_ = a.update(s.ID, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": cmds})
+}
+
+// slash expands a prompt that starts with /NAME into that command's
+// template (as POST /session/{id}/command does), with its agent.
+func (a *Agent) slash(sessionID string, parts []opencode.Part) (agent string) {
+	if len(parts) == 0 || !strings.HasPrefix(parts[0].Text, "/") {
+		return ""
+	}
+	name, args, _ := strings.Cut(strings.TrimPrefix(parts[0].Text, "/"), " ")
+	s, err := a.core.GetSession(a.life, sessionID)
+	if err != nil {
+		return ""
+	}
+	for _, c := range a.commands(s.Directory) {
+		if c.Name == name {
+			parts[0].Text = command.Expand(c.Template, strings.TrimSpace(args))
+			return c.Agent
+		}
+	}
+	return ""
 }
 
 // parts turns ACP content blocks into a prompt's parts.
@@ -456,7 +501,8 @@ func (a *Agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	at.mu.Lock()
 	at.runs = append(at.runs, run)
 	at.mu.Unlock()
-	in := &opencode.Input{ID: id, Minted: minted, SessionID: p.SessionID, Delivery: opencode.Queue, Parts: parts}
+	in := &opencode.Input{ID: id, Minted: minted, SessionID: p.SessionID, Delivery: opencode.Queue, Parts: parts,
+		Agent: a.slash(p.SessionID, parts)}
 	if _, _, err := a.core.Admit(context.WithoutCancel(ctx), in); err != nil {
 		at.finish(run)
 		return nil, coreError(err)

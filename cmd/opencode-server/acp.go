@@ -56,7 +56,7 @@ func runACP(ctx context.Context, args []string, stderr *os.File) error {
 	done := make(chan error, 1)
 	go func() {
 		done <- acp.Serve(sctx, os.Stdin, os.Stdout, acp.Options{Core: a.Manager, Directory: o.directory,
-			Version: opencode.Version, Logger: log})
+			Version: opencode.Version, Logger: log, Commands: a.Commands})
 	}()
 	select {
 	case err = <-done:

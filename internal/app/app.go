@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opencode-server/opencode-server/api"
+	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/lifecycle"
@@ -63,8 +64,11 @@ type App struct {
 	Handler http.Handler
 	Model   *scripted.Model
 	// MCP are the connected MCP servers of the config.
-	MCP  *mcp.Servers
-	done chan struct{}
+	MCP *mcp.Servers
+	// Commands lists a directory's slash commands (built-ins, the
+	// config's, .opencode/command files), as GET /command does.
+	Commands func(dir string) []command.Command
+	done     chan struct{}
 }
 
 type modelKey struct{ provider, model string }
@@ -188,6 +192,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
 		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers, ForwardWindow: o.ForwardWindow})
+	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
 	started = true
 	return a, nil
 }
