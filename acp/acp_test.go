@@ -72,15 +72,16 @@ func schemaFor(t testing.TB, def string) *jsonschema.Schema {
 
 // responseDefs names the schema of each method's result.
 var responseDefs = map[string]string{
-	"initialize":       "InitializeResponse",
-	"session/new":      "NewSessionResponse",
-	"session/load":     "LoadSessionResponse",
-	"session/resume":   "ResumeSessionResponse",
-	"session/close":    "CloseSessionResponse",
-	"session/list":     "ListSessionsResponse",
-	"session/delete":   "DeleteSessionResponse",
-	"session/set_mode": "SetSessionModeResponse",
-	"session/prompt":   "PromptResponse",
+	"initialize":                "InitializeResponse",
+	"session/new":               "NewSessionResponse",
+	"session/load":              "LoadSessionResponse",
+	"session/resume":            "ResumeSessionResponse",
+	"session/close":             "CloseSessionResponse",
+	"session/list":              "ListSessionsResponse",
+	"session/delete":            "DeleteSessionResponse",
+	"session/set_mode":          "SetSessionModeResponse",
+	"session/set_config_option": "SetSessionConfigOptionResponse",
+	"session/prompt":            "PromptResponse",
 }
 
 func validate(t testing.TB, def string, raw json.RawMessage) error {
@@ -148,7 +149,7 @@ func start(t *testing.T, srv *testserver.Server) *client {
 	go func() {
 		defer close(served)
 		_ = acp.Serve(context.Background(), inR, outW, acp.Options{Core: srv.Manager, Directory: srv.Directory,
-			Version: "test", Sent: c.check})
+			Version: "test", Sent: c.check, Models: []acp.Model{{ID: scripted.ProviderID + "/" + scripted.ModelID, Name: "Scripted"}}})
 		outW.Close()
 	}()
 	go c.read(outR)
@@ -834,5 +835,40 @@ func TestSlashCommands(t *testing.T) {
 	}
 	if !strings.Contains(asked, "AGENTS.md") || !strings.Contains(asked, "keep it short") {
 		t.Errorf("the model was asked %q, want the /init template with its arguments", asked)
+	}
+}
+
+// TestConfigOptions: mode and model are config options; setting the mode
+// switches the session's agent.
+func TestConfigOptions(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	c := start(t, srv)
+	c.handshake()
+	var ns struct {
+		SessionID     string `json:"sessionId"`
+		ConfigOptions []struct {
+			ID           string `json:"id"`
+			CurrentValue string `json:"currentValue"`
+		} `json:"configOptions"`
+	}
+	c.call("session/new", map[string]any{"cwd": srv.Directory, "mcpServers": []any{}}, &ns)
+	got := map[string]string{}
+	for _, o := range ns.ConfigOptions {
+		got[o.ID] = o.CurrentValue
+	}
+	if got["mode"] != "build" || got["model"] != scripted.ProviderID+"/"+scripted.ModelID {
+		t.Fatalf("config options %v", got)
+	}
+	c.call("session/set_config_option", map[string]any{"sessionId": ns.SessionID, "configId": "mode", "value": "plan"}, nil)
+	if s, err := srv.Manager.GetSession(context.Background(), ns.SessionID); err != nil || s.Agent != "plan" {
+		t.Errorf("after set_config_option mode=plan: agent %q %v", s.Agent, err)
+	}
+	c.call("session/set_mode", map[string]any{"sessionId": ns.SessionID, "modeId": "build"}, nil)
+	if s, _ := srv.Manager.GetSession(context.Background(), ns.SessionID); s.Agent != "build" {
+		t.Errorf("after set_mode build: agent %q", s.Agent)
+	}
+	_, ch := c.request("session/set_config_option", map[string]any{"sessionId": ns.SessionID, "configId": "model", "value": "nope/nope"})
+	if m := c.wait(ch, "bad model"); m.Error == nil || m.Error.Code != -32602 {
+		t.Errorf("unknown model: %+v", m)
 	}
 }

@@ -33,6 +33,7 @@ type Core interface {
 	Revoke(ctx context.Context, sessionID, messageID string) (bool, error)
 	Replace(ctx context.Context, sessionID, messageID string, delivery *opencode.Delivery, parts []opencode.Part) (*opencode.Input, error)
 	SwitchAgent(ctx context.Context, sessionID, messageID, agent string) error
+	SwitchModel(ctx context.Context, sessionID, messageID string, model opencode.ModelRef) error
 	Agents() []agent.Agent
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
@@ -51,9 +52,15 @@ type Options struct {
 	// Commands lists the slash commands of a directory (command.List
 	// with the config's); nil: the built-in ones.
 	Commands func(dir string) []command.Command
+	// Models are the models a session may switch to ("provider/model" and
+	// a display name), the default first: the "model" config option.
+	Models []Model
 	// Sent, if set, sees every frame written (tests).
 	Sent func([]byte)
 }
+
+// Model is one choice of the "model" config option.
+type Model struct{ ID, Name string }
 
 // Serve speaks ACP on r/w until r ends (the client closed stdin).
 func Serve(ctx context.Context, r io.Reader, w io.Writer, o Options) error {
@@ -68,7 +75,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, o Options) error {
 		o.Commands = func(dir string) []command.Command { return command.List(dir, nil, "") }
 	}
 	a := &Agent{core: o.Core, dir: o.Directory, version: o.Version, ids: o.IDs, log: o.Logger, sessions: map[string]*attached{},
-		life: life, commands: o.Commands}
+		life: life, commands: o.Commands, models: o.Models}
 	a.conn = newConn(r, w, a.handle, o.Logger)
 	a.conn.sent = o.Sent
 	defer a.detachAll()
@@ -95,6 +102,7 @@ type Agent struct {
 	// life ends with the connection.
 	life     context.Context
 	commands func(dir string) []command.Command
+	models   []Model
 
 	mu       sync.Mutex
 	sessions map[string]*attached
@@ -195,6 +203,8 @@ func (a *Agent) handle(ctx context.Context, method string, params json.RawMessag
 		}
 		_ = a.update(p.SessionID, map[string]any{"sessionUpdate": "current_mode_update", "currentModeId": p.ModeID})
 		return struct{}{}, nil
+	case "session/set_config_option":
+		return a.setConfig(ctx, params)
 	case "session/prompt":
 		return a.prompt(ctx, params)
 	case "session/cancel":
@@ -284,6 +294,76 @@ func (a *Agent) modeState(s opencode.Session) map[string]any {
 	return map[string]any{"currentModeId": cur, "availableModes": a.modes()}
 }
 
+// configOptions are the session's "mode" (its agent) and "model"
+// selectors.
+func (a *Agent) configOptions(s opencode.Session) []map[string]any {
+	mode := a.modeState(s)
+	var modes []map[string]any
+	for _, m := range a.modes() {
+		modes = append(modes, map[string]any{"value": m["id"], "name": m["name"]})
+	}
+	out := []map[string]any{{"id": "mode", "name": "Mode", "category": "mode", "type": "select",
+		"currentValue": mode["currentModeId"], "options": modes}}
+	if len(a.models) > 0 {
+		cur := a.models[0].ID
+		if s.Model != nil && s.Model.ProviderID != "" {
+			cur = s.Model.ProviderID + "/" + s.Model.ID
+		}
+		var opts []map[string]any
+		for _, m := range a.models {
+			name := m.Name
+			if name == "" {
+				name = m.ID
+			}
+			opts = append(opts, map[string]any{"value": m.ID, "name": name})
+		}
+		out = append(out, map[string]any{"id": "model", "name": "Model", "category": "model", "type": "select",
+			"currentValue": cur, "options": opts})
+	}
+	return out
+}
+
+// setConfig is session/set_config_option: the session's agent ("mode") or
+// model for its next turns.
+func (a *Agent) setConfig(ctx context.Context, params json.RawMessage) (any, error) {
+	var p struct {
+		SessionID string `json:"sessionId"`
+		ConfigID  string `json:"configId"`
+		Value     string `json:"value"`
+	}
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	switch p.ConfigID {
+	case "mode":
+		if !a.isMode(p.Value) {
+			return nil, invalid("unknown mode " + p.Value)
+		}
+		if err := a.core.SwitchAgent(ctx, p.SessionID, a.ids.NewMessage(), p.Value); err != nil {
+			return nil, coreError(err)
+		}
+	case "model":
+		known := false
+		for _, m := range a.models {
+			known = known || m.ID == p.Value
+		}
+		pid, mid, ok := strings.Cut(p.Value, "/")
+		if !known || !ok {
+			return nil, invalid("unknown model " + p.Value)
+		}
+		if err := a.core.SwitchModel(ctx, p.SessionID, a.ids.NewMessage(), opencode.ModelRef{ProviderID: pid, ID: mid}); err != nil {
+			return nil, coreError(err)
+		}
+	default:
+		return nil, invalid("unknown config option " + p.ConfigID)
+	}
+	s, err := a.core.GetSession(ctx, p.SessionID)
+	if err != nil {
+		return nil, coreError(err)
+	}
+	return map[string]any{"configOptions": a.configOptions(s)}, nil
+}
+
 type setupParams struct {
 	SessionID  string          `json:"sessionId"`
 	Cwd        string          `json:"cwd"`
@@ -310,7 +390,7 @@ func (a *Agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 		return nil, err
 	}
 	a.announceCommands(s)
-	return map[string]any{"sessionId": s.ID, "modes": a.modeState(s)}, nil
+	return map[string]any{"sessionId": s.ID, "modes": a.modeState(s), "configOptions": a.configOptions(s)}, nil
 }
 
 // loadSession attaches to a stored session: with replay (session/load) the
@@ -329,7 +409,7 @@ func (a *Agent) loadSession(ctx context.Context, params json.RawMessage, replay 
 		return nil, err
 	}
 	a.announceCommands(s)
-	return map[string]any{"modes": a.modeState(s)}, nil
+	return map[string]any{"modes": a.modeState(s), "configOptions": a.configOptions(s)}, nil
 }
 
 func (a *Agent) listSessions(ctx context.Context, params json.RawMessage) (any, error) {

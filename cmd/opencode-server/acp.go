@@ -53,10 +53,14 @@ func runACP(ctx context.Context, args []string, stderr *os.File) error {
 	}
 	sctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	var models []acp.Model
+	for _, m := range a.Models {
+		models = append(models, acp.Model{ID: m.ID, Name: m.Name})
+	}
 	done := make(chan error, 1)
 	go func() {
 		done <- acp.Serve(sctx, os.Stdin, os.Stdout, acp.Options{Core: a.Manager, Directory: o.directory,
-			Version: opencode.Version, Logger: log, Commands: a.Commands})
+			Version: opencode.Version, Logger: log, Commands: a.Commands, Models: models})
 	}()
 	select {
 	case err = <-done:

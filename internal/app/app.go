@@ -68,8 +68,14 @@ type App struct {
 	// Commands lists a directory's slash commands (built-ins, the
 	// config's, .opencode/command files), as GET /command does.
 	Commands func(dir string) []command.Command
-	done     chan struct{}
+	// Models are the models prompts may name ("provider/model", with a
+	// display name), the default first.
+	Models []ModelChoice
+	done   chan struct{}
 }
+
+// ModelChoice is one model the server serves.
+type ModelChoice struct{ ID, Name string }
 
 type modelKey struct{ provider, model string }
 
@@ -193,6 +199,17 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
 		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers, ForwardWindow: o.ForwardWindow})
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
+	a.Models = []ModelChoice{{ID: catalog.Model}}
+	for _, p := range catalog.Providers {
+		for _, m := range p.Models {
+			id := p.ID + "/" + m.ID
+			if id == catalog.Model {
+				a.Models[0].Name = p.Name + " · " + m.Name
+				continue
+			}
+			a.Models = append(a.Models, ModelChoice{ID: id, Name: p.Name + " · " + m.Name})
+		}
+	}
 	started = true
 	return a, nil
 }
