@@ -59,8 +59,12 @@ type Options struct {
 	Sent func([]byte)
 }
 
-// Model is one choice of the "model" config option.
-type Model struct{ ID, Name string }
+// Model is one choice of the "model" config option; Context is its
+// context window (usage_update's size; 0: unknown).
+type Model struct {
+	ID, Name string
+	Context  int64
+}
 
 // Serve speaks ACP on r/w until r ends (the client closed stdin).
 func Serve(ctx context.Context, r io.Reader, w io.Writer, o Options) error {
@@ -296,6 +300,22 @@ func (a *Agent) modeState(s opencode.Session) map[string]any {
 
 // configOptions are the session's "mode" (its agent) and "model"
 // selectors.
+// contextSize is the context window of the session's model (0: unknown).
+func (a *Agent) contextSize(s opencode.Session) int64 {
+	if len(a.models) == 0 {
+		return 0
+	}
+	if s.Model == nil || s.Model.ProviderID == "" {
+		return a.models[0].Context
+	}
+	for _, m := range a.models {
+		if m.ID == s.Model.ProviderID+"/"+s.Model.ID {
+			return m.Context
+		}
+	}
+	return 0
+}
+
 func (a *Agent) configOptions(s opencode.Session) []map[string]any {
 	mode := a.modeState(s)
 	var modes []map[string]any

@@ -55,6 +55,7 @@ func (a *Agent) attach(ctx context.Context, id string, replay bool) (*attached, 
 	a.sessions[id] = at
 	a.mu.Unlock()
 	mp := newMapper(s.Title)
+	mp.size = a.contextSize(s)
 	if !replay {
 		mp.cost = s.Cost // the replay sums the log's steps instead
 	}
@@ -222,8 +223,10 @@ type mapper struct {
 	ended   map[string]bool
 	title   string
 	lastSeq int64
-	// cost is the session's cost so far (usage_update reports the total).
+	// cost is the session's cost so far (usage_update reports the total);
+	// size its model's context window.
 	cost float64
+	size int64
 }
 
 type toolCall struct {
@@ -312,7 +315,7 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 		num := func(m map[string]any, k string) int64 { f, _ := m[k].(float64); return int64(f) }
 		cache, _ := tok["cache"].(map[string]any)
 		used := num(tok, "input") + num(tok, "output") + num(tok, "reasoning") + num(cache, "read")
-		u := map[string]any{"sessionUpdate": "usage_update", "used": used, "size": 0}
+		u := map[string]any{"sessionUpdate": "usage_update", "used": used, "size": mp.size}
 		if cost, ok := d["cost"].(float64); ok {
 			mp.cost += cost
 			u["cost"] = map[string]any{"amount": mp.cost, "currency": "USD"}

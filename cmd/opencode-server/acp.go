@@ -55,7 +55,7 @@ func runACP(ctx context.Context, args []string, stderr *os.File) error {
 	defer stop()
 	var models []acp.Model
 	for _, m := range a.Models {
-		models = append(models, acp.Model{ID: m.ID, Name: m.Name})
+		models = append(models, acp.Model{ID: m.ID, Name: m.Name, Context: m.Context})
 	}
 	done := make(chan error, 1)
 	go func() {

@@ -75,7 +75,11 @@ type App struct {
 }
 
 // ModelChoice is one model the server serves.
-type ModelChoice struct{ ID, Name string }
+type ModelChoice struct {
+	ID, Name string
+	// Context is its context window in tokens (0: unknown).
+	Context int64
+}
 
 type modelKey struct{ provider, model string }
 
@@ -202,12 +206,12 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Models = []ModelChoice{{ID: catalog.Model}}
 	for _, p := range catalog.Providers {
 		for _, m := range p.Models {
-			id := p.ID + "/" + m.ID
-			if id == catalog.Model {
-				a.Models[0].Name = p.Name + " · " + m.Name
+			c := ModelChoice{ID: p.ID + "/" + m.ID, Name: p.Name + " · " + m.Name, Context: m.Context}
+			if c.ID == catalog.Model {
+				a.Models[0] = c
 				continue
 			}
-			a.Models = append(a.Models, ModelChoice{ID: id, Name: p.Name + " · " + m.Name})
+			a.Models = append(a.Models, c)
 		}
 	}
 	started = true
