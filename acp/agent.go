@@ -402,7 +402,7 @@ func (a *Agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 	if !filepath.IsAbs(dir) {
 		return nil, invalid("cwd must be an absolute path")
 	}
-	s, _, err := a.core.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession(), Minted: true, Directory: dir})
+	s, _, err := a.core.CreateSession(ctx, lifecycle.SessionOptions{ID: a.ids.NewSession(), Minted: true, Directory: dir})
 	if err != nil {
 		return nil, coreError(err)
 	}
@@ -577,6 +577,26 @@ func (a *Agent) messageID(client string) (id string, minted bool, err error) {
 	return client, false, nil
 }
 
+// input is the input a prompt or a steer admits, on a session this
+// connection then follows: its parts, and the client's message ID or a
+// fresh one.
+func (a *Agent) input(ctx context.Context, sessionID string, blocks []contentBlock, clientID string,
+	delivery opencode.Delivery) (*attached, *opencode.Input, error) {
+	parts, err := a.parts(blocks)
+	if err != nil {
+		return nil, nil, err
+	}
+	at, err := a.attach(ctx, sessionID, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, minted, err := a.messageID(clientID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return at, &opencode.Input{ID: id, Minted: minted, SessionID: sessionID, Delivery: delivery, Parts: parts}, nil
+}
+
 // prompt admits a prompt as a queued input (concurrent prompts run in
 // order) and answers at the end of its turn, after any steer injected into
 // it. A `$/cancel_request` while it is still pending revokes it.
@@ -585,24 +605,16 @@ func (a *Agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	if err := decode(params, &p); err != nil {
 		return nil, err
 	}
-	parts, err := a.parts(p.Prompt)
+	at, in, err := a.input(ctx, p.SessionID, p.Prompt, p.Meta.MessageID, opencode.Queue)
 	if err != nil {
 		return nil, err
 	}
-	at, err := a.attach(ctx, p.SessionID, false)
-	if err != nil {
-		return nil, err
-	}
-	id, minted, err := a.messageID(p.Meta.MessageID)
-	if err != nil {
-		return nil, err
-	}
+	in.Agent = a.slash(p.SessionID, in.Parts)
+	id := in.ID
 	run := &promptRun{id: id}
 	at.mu.Lock()
 	at.runs = append(at.runs, run)
 	at.mu.Unlock()
-	in := &opencode.Input{ID: id, Minted: minted, SessionID: p.SessionID, Delivery: opencode.Queue, Parts: parts,
-		Agent: a.slash(p.SessionID, parts)}
 	if _, _, err := a.core.Admit(context.WithoutCancel(ctx), in); err != nil {
 		at.finish(run)
 		return nil, coreError(err)
@@ -664,8 +676,7 @@ func stopReason(m opencode.MessageWithParts) string {
 	if e := m.Info.Error; e != nil && e.Name == "MessageAbortedError" {
 		return "cancelled"
 	}
-	switch m.Info.Finish {
-	case "length", "max_tokens":
+	if m.Info.Finish == "length" { // the provider's finish when max_tokens cut it
 		return "max_tokens"
 	}
 	return "end_turn"
@@ -701,19 +712,11 @@ func (a *Agent) steer(ctx context.Context, params json.RawMessage) (any, error) 
 	if err := decode(params, &p); err != nil {
 		return nil, err
 	}
-	parts, err := a.parts(p.Prompt)
+	at, in, err := a.input(ctx, p.SessionID, p.Prompt, p.Meta.MessageID, opencode.Steer)
 	if err != nil {
 		return nil, err
 	}
-	at, err := a.attach(ctx, p.SessionID, false)
-	if err != nil {
-		return nil, err
-	}
-	id, minted, err := a.messageID(p.Meta.MessageID)
-	if err != nil {
-		return nil, err
-	}
-	in := &opencode.Input{ID: id, Minted: minted, SessionID: p.SessionID, Delivery: opencode.Steer, Parts: parts}
+	id := in.ID
 	ctx = context.WithoutCancel(ctx)
 	_, _, running, err := a.core.AdmitIfRunning(ctx, in)
 	if err != nil {
@@ -731,7 +734,6 @@ func (a *Agent) steer(ctx context.Context, params json.RawMessage) (any, error) 
 	if p.Meta.Steering.IdleBehavior == "promptRequired" {
 		return map[string]any{"outcome": "promptRequired", "reason": "noRunningTurn"}, nil
 	}
-	in = &opencode.Input{ID: id, Minted: minted, SessionID: p.SessionID, Delivery: opencode.Steer, Parts: parts}
 	if _, _, err := a.core.Admit(ctx, in); err != nil {
 		return nil, coreError(err)
 	}
