@@ -42,8 +42,7 @@ func runACP(ctx context.Context, args []string, stderr *os.File) error {
 	defer a.Close()
 	var srv *http.Server
 	if ln != nil {
-		srv = &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-			MaxHeaderBytes: 64 << 10}
+		srv = httpServer(a, log)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http", "err", err)

@@ -195,12 +195,17 @@ func start(ctx context.Context, o options, stderr *os.File, ln net.Listener) (*a
 	return a, st, log, nil
 }
 
+// httpServer is the server's HTTP server (also an ACP process's with
+// --port). ReadTimeout bounds a request body sent byte by byte; it does not
+// limit SSE responses (writes have their own per-frame deadlines).
+func httpServer(a *app.App, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+}
+
 // serve serves HTTP on ln until SIGINT/SIGTERM, then shuts down gracefully.
 func serve(o options, a *app.App, ln net.Listener, log *slog.Logger) error {
-	// ReadTimeout bounds a request body sent byte by byte; it does not limit
-	// SSE responses (writes have their own per-frame deadlines).
-	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := httpServer(a, log)
 
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
