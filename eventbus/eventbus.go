@@ -215,15 +215,6 @@ func (s *Subscription) waitFor(ctx context.Context, pos int64) bool {
 	}
 }
 
-func isClosed(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
 // Len is the number of subscribers.
 func (b *Bus) Len() int {
 	b.mu.Lock()

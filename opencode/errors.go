@@ -1,7 +1,6 @@
 package opencode
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -53,15 +52,6 @@ func (e *Error) Unwrap() error { return e.Cause }
 // Errorf returns an *Error with a formatted message.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// ErrorCodeOf returns the code of err, EInternal for untyped errors.
-func ErrorCodeOf(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return EInternal
 }
 
 // SessionNotFound is the error for an unknown session.

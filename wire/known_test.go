@@ -12,8 +12,6 @@ package wire
 // see the report in the issue.
 
 import (
-	"encoding/json"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -457,27 +455,6 @@ func dropOneWorldViews(sc, _ string, ls []line) ([]line, int) {
 		view = "v2 messages: GET /api/session/"
 	}
 	return dropHead(view)(sc, "", ls)
-}
-
-// sortV2Messages sorts the data of a v2 message listing by shape.
-func sortV2Messages(ls []line) ([]line, int) {
-	n := 0
-	for i := range ls {
-		if !strings.HasPrefix(ls[i].Head, "v2 messages: GET /api/session/") {
-			continue
-		}
-		d, ok := getPath(ls[i].Shape, "data").([]any)
-		if !ok {
-			continue
-		}
-		key := func(v any) string { b, _ := json.Marshal(v); return string(b) }
-		sorted := sort.SliceIsSorted(d, func(a, b int) bool { return key(d[a]) < key(d[b]) })
-		sort.SliceStable(d, func(a, b int) bool { return key(d[a]) < key(d[b]) })
-		if !sorted {
-			n++
-		}
-	}
-	return ls, n
 }
 
 // getPath follows a dot path through objects and (by index) arrays.

@@ -47,11 +47,6 @@ func script(req stubmodel.Request) stubmodel.Response {
 	return r
 }
 
-// newStub starts the stub model for a test run.
-func newStub(t testing.TB) *stubmodel.Server {
-	return stubmodel.NewServer(t, script, stubmodel.WithChunks(stubChunks), stubmodel.WithDelay(stubDelay))
-}
-
 // target is a server to run the scenarios against.
 type target struct {
 	Base string
