@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -793,6 +794,15 @@ func TestSlashCommands(t *testing.T) {
 	c := start(t, srv)
 	c.handshake()
 	sid := c.newSession(srv.Directory)
+	// After the reply that tells the client the session (as opencode acp
+	// sends it): an update about an unknown session could be dropped.
+	c.waitFor("available_commands_update", func() bool {
+		return slices.Contains(c.frames(), "available_commands_update")
+	})
+	fr := c.frames()
+	if i := slices.Index(fr, "available_commands_update"); i < slices.IndexFunc(fr, func(f string) bool { return strings.HasPrefix(f, "reply:") && f != "reply:1" }) {
+		t.Errorf("available_commands_update before the session/new reply: %v", fr)
+	}
 	c.mu.Lock()
 	var names []string
 	for _, m := range c.log {

@@ -409,8 +409,9 @@ func (a *Agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 	if _, err := a.attach(ctx, s.ID, false); err != nil {
 		return nil, err
 	}
-	a.announceCommands(s)
-	return map[string]any{"sessionId": s.ID, "modes": a.modeState(s), "configOptions": a.configOptions(s)}, nil
+	// The commands follow the reply: the client knows the session from it.
+	return replyThen{res: map[string]any{"sessionId": s.ID, "modes": a.modeState(s), "configOptions": a.configOptions(s)},
+		then: func() { a.announceCommands(s) }}, nil
 }
 
 // loadSession attaches to a stored session: with replay (session/load) the
@@ -428,6 +429,8 @@ func (a *Agent) loadSession(ctx context.Context, params json.RawMessage, replay 
 	if _, err := a.attach(ctx, s.ID, replay); err != nil {
 		return nil, err
 	}
+	// The client named the session, so its commands may come first, with
+	// the replay: the reply ends what session/load sends.
 	a.announceCommands(s)
 	return map[string]any{"modes": a.modeState(s), "configOptions": a.configOptions(s)}, nil
 }
@@ -461,11 +464,9 @@ func (a *Agent) listSessions(ctx context.Context, params json.RawMessage) (any, 
 func (a *Agent) announceCommands(s opencode.Session) {
 	cmds := []map[string]any{}
 	for _, c := range a.commands(s.Directory) {
-		m := map[string]any{"name": c.Name, "description": c.Description}
-		if len(c.Hints) > 0 {
-			m["input"] = map[string]any{"hint": strings.Join(c.Hints, " ")}
-		}
-		cmds = append(cmds, m)
+		// As opencode acp lists them: no input hint ($ARGUMENTS is a
+		// template placeholder, not words for a person).
+		cmds = append(cmds, map[string]any{"name": c.Name, "description": c.Description})
 	}
 	_ = a.update(s.ID, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": cmds})
 }

@@ -70,6 +70,13 @@ type handler func(ctx context.Context, method string, params json.RawMessage) (a
 // concurrently with the following requests.
 type later func() (any, error)
 
+// replyThen is a result followed by work that must come after the reply
+// on the wire (updates about a session the client learns of from it).
+type replyThen struct {
+	res  any
+	then func()
+}
+
 // conn is one JSON-RPC peer on a reader and a writer. Requests are
 // handled concurrently (a prompt blocks until its turn ends); writes are
 // one line each, serialised.
@@ -231,6 +238,11 @@ func (c *conn) dispatch(ctx context.Context, f frame) {
 		res, err := c.handle(rctx, f.Method, f.Params)
 		if l, ok := res.(later); ok && err == nil {
 			c.wg.Go(func() { done(l()) })
+			return
+		}
+		if rt, ok := res.(replyThen); ok && err == nil {
+			done(rt.res, nil)
+			rt.then()
 			return
 		}
 		done(res, err)
