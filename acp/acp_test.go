@@ -150,7 +150,7 @@ func start(t *testing.T, srv *testserver.Server) *client {
 	go func() {
 		defer close(served)
 		_ = acp.Serve(context.Background(), inR, outW, acp.Options{Core: srv.Manager, Directory: srv.Directory,
-			Version: "test", Sent: c.check, Models: []acp.Model{{ID: scripted.ProviderID + "/" + scripted.ModelID, Name: "Scripted"}}})
+			Version: "test", Sent: c.check, Catalog: srv.Catalog})
 		outW.Close()
 	}()
 	go c.read(outR)

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/identifier"
@@ -52,18 +54,13 @@ type Options struct {
 	// Commands lists the slash commands of a directory (command.List
 	// with the config's); nil: the built-in ones.
 	Commands func(dir string) []command.Command
-	// Models are the models a session may switch to ("provider/model" and
-	// a display name), the default first: the "model" config option.
-	Models []Model
+	// Catalog is the server's models: the choices of the "model" config
+	// option (the default first), their context windows (usage_update's
+	// size) and input modalities (promptCapabilities). nil: no model
+	// option, sizes unknown, text only.
+	Catalog *catalog.Catalog
 	// Sent, if set, sees every frame written (tests).
 	Sent func([]byte)
-}
-
-// Model is one choice of the "model" config option; Context is its
-// context window (usage_update's size; 0: unknown).
-type Model struct {
-	ID, Name string
-	Context  int64
 }
 
 // Serve speaks ACP on r/w until r ends (the client closed stdin).
@@ -79,7 +76,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, o Options) error {
 		o.Commands = func(dir string) []command.Command { return command.List(dir, nil, "") }
 	}
 	a := &Agent{core: o.Core, dir: o.Directory, version: o.Version, ids: o.IDs, log: o.Logger, sessions: map[string]*attached{},
-		life: life, commands: o.Commands, models: o.Models}
+		life: life, commands: o.Commands, catalog: o.Catalog, models: modelChoices(o.Catalog)}
 	a.conn = newConn(r, w, a.handle, o.Logger)
 	a.conn.sent = o.Sent
 	defer a.detachAll()
@@ -106,7 +103,9 @@ type Agent struct {
 	// life ends with the connection.
 	life     context.Context
 	commands func(dir string) []command.Command
-	models   []Model
+	catalog  *catalog.Catalog
+	// models are the "model" option's choices, the default first.
+	models []modelChoice
 
 	mu       sync.Mutex
 	sessions map[string]*attached
@@ -248,7 +247,7 @@ func (a *Agent) initialize(params json.RawMessage) (any, error) {
 		"protocolVersion": 1,
 		"agentCapabilities": map[string]any{
 			"loadSession":        true,
-			"promptCapabilities": map[string]any{"image": true, "audio": false, "embeddedContext": true},
+			"promptCapabilities": map[string]any{"image": a.defaultAccepts("image"), "audio": false, "embeddedContext": true},
 			"mcpCapabilities":    map[string]any{"http": false, "sse": false},
 			"sessionCapabilities": map[string]any{"list": map[string]any{}, "delete": map[string]any{},
 				"resume": map[string]any{}, "close": map[string]any{}},
@@ -298,24 +297,72 @@ func (a *Agent) modeState(s opencode.Session) map[string]any {
 	return map[string]any{"currentModeId": cur, "availableModes": a.modes()}
 }
 
-// configOptions are the session's "mode" (its agent) and "model"
-// selectors.
+// modelChoice is one choice of the "model" config option.
+type modelChoice struct {
+	ID, Name string
+	Context  int64
+}
+
+// modelChoices are the catalog's models as "model" choices
+// ("provider/model", "Provider · Model"), the default first.
+func modelChoices(c *catalog.Catalog) []modelChoice {
+	if c == nil {
+		return nil
+	}
+	out := []modelChoice{{ID: c.Model}}
+	for _, p := range c.Providers {
+		for _, m := range p.Models {
+			ch := modelChoice{ID: p.ID + "/" + m.ID, Name: p.Name + " · " + m.Name, Context: m.Context}
+			if ch.ID == c.Model {
+				out[0] = ch
+				continue
+			}
+			out = append(out, ch)
+		}
+	}
+	if out[0].ID == "" {
+		out = out[1:]
+	}
+	return out
+}
+
+// sessionModel is the catalog's entry for the session's model (the
+// server's default when the session names none).
+func (a *Agent) sessionModel(s opencode.Session) (*catalog.Model, bool) {
+	if s.Model == nil || s.Model.ProviderID == "" {
+		return a.catalog.Default()
+	}
+	return a.catalog.Lookup(s.Model.ProviderID, s.Model.ID)
+}
+
+// accepts reports whether the session's model takes input of modality
+// ("image", "pdf", ...; catalog.Modality of a media type); text always.
+// A model the catalog does not know takes text only.
+func (a *Agent) accepts(s opencode.Session, modality string) bool {
+	if modality == "" || modality == "text" {
+		return true
+	}
+	m, ok := a.sessionModel(s)
+	return ok && m.Accepts(modality)
+}
+
+// defaultAccepts is accepts for the server's default model: initialize
+// comes before any session, so promptCapabilities can only say that.
+func (a *Agent) defaultAccepts(modality string) bool {
+	m, ok := a.catalog.Default()
+	return ok && m.Accepts(modality)
+}
+
 // contextSize is the context window of the session's model (0: unknown).
 func (a *Agent) contextSize(s opencode.Session) int64 {
-	if len(a.models) == 0 {
-		return 0
-	}
-	if s.Model == nil || s.Model.ProviderID == "" {
-		return a.models[0].Context
-	}
-	for _, m := range a.models {
-		if m.ID == s.Model.ProviderID+"/"+s.Model.ID {
-			return m.Context
-		}
+	if m, ok := a.sessionModel(s); ok {
+		return m.Context
 	}
 	return 0
 }
 
+// configOptions are the session's "mode" (its agent) and "model"
+// selectors.
 func (a *Agent) configOptions(s opencode.Session) []map[string]any {
 	mode := a.modeState(s)
 	var modes []map[string]any
@@ -472,23 +519,33 @@ func (a *Agent) announceCommands(s opencode.Session) {
 }
 
 // slash expands a prompt that starts with /NAME into that command's
-// template (as POST /session/{id}/command does), with its agent.
-func (a *Agent) slash(sessionID string, parts []opencode.Part) (agent string) {
+// prompt (as POST /session/{id}/command does: arguments, !`cmd` output,
+// @references), with its agent; the prompt's other parts follow.
+func (a *Agent) slash(ctx context.Context, sessionID string, parts []opencode.Part) (agent string, _ []opencode.Part) {
 	if len(parts) == 0 || !strings.HasPrefix(parts[0].Text, "/") {
-		return ""
+		return "", parts
 	}
 	name, args, _ := strings.Cut(strings.TrimPrefix(parts[0].Text, "/"), " ")
 	s, err := a.core.GetSession(a.life, sessionID)
 	if err != nil {
-		return ""
+		return "", parts
 	}
 	for _, c := range a.commands(s.Directory) {
 		if c.Name == name {
-			parts[0].Text = command.Expand(c.Template, strings.TrimSpace(args))
-			return c.Agent
+			home, _ := os.UserHomeDir()
+			isAgent := func(n string) bool {
+				for _, ag := range a.core.Agents() {
+					if ag.Name == n {
+						return true
+					}
+				}
+				return false
+			}
+			head := command.Prompt(ctx, c.Template, strings.TrimSpace(args), s.Directory, home, isAgent, a.ids.NewPart)
+			return c.Agent, append(head, parts[1:]...)
 		}
 	}
-	return ""
+	return "", parts
 }
 
 // parts turns ACP content blocks into a prompt's parts.
@@ -610,7 +667,7 @@ func (a *Agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	in.Agent = a.slash(p.SessionID, in.Parts)
+	in.Agent, in.Parts = a.slash(ctx, p.SessionID, in.Parts)
 	id := in.ID
 	run := &promptRun{id: id}
 	at.mu.Lock()

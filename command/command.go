@@ -7,13 +7,20 @@ package command
 
 import (
 	"bufio"
+	"context"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/config"
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // Command is one command as GET /command lists it.
@@ -175,31 +182,33 @@ func Hints(template string) []string {
 	return hints
 }
 
-// Expand fills a template: $1..$N with the arguments split on spaces (the
-// last placeholder takes the rest), $ARGUMENTS with all of them. A template
-// without placeholders gets the arguments appended.
+// argsRE splits a command's arguments as OpenCode does: "[Image N]", a
+// quoted string, or a run of non-space, non-quote characters.
+var argsRE = regexp.MustCompile(`(?i)(?:\[Image\s+\d+\]|"[^"]*"|'[^']*'|[^\s"']+)`)
+
+// numbered is a $1..$N placeholder.
+var numbered = regexp.MustCompile(`\$(\d+)`)
+
+// Expand fills a template as OpenCode's command() does: $1..$N with the
+// arguments (quotes group words; the highest placeholder takes the rest),
+// then $ARGUMENTS with all of them as given. A template with neither gets
+// the arguments appended.
 func Expand(template, arguments string) string {
-	args := strings.Fields(arguments)
-	last := 0
-	for _, m := range placeholder.FindAllStringSubmatch(template, -1) {
-		if m[1] != "ARGUMENTS" {
-			n := 0
-			for _, r := range m[1] {
-				n = n*10 + int(r-'0')
-			}
-			last = max(last, n)
-		}
+	var args []string
+	for _, a := range argsRE.FindAllString(arguments, -1) {
+		// One quote off each end, as OpenCode's quoteTrimRegex.
+		a = strings.TrimPrefix(strings.TrimPrefix(a, `"`), `'`)
+		a = strings.TrimSuffix(strings.TrimSuffix(a, `"`), `'`)
+		args = append(args, a)
 	}
-	used := false
-	out := placeholder.ReplaceAllStringFunc(template, func(m string) string {
-		used = true
-		if m == "$ARGUMENTS" {
-			return arguments
-		}
-		n := 0
-		for _, r := range m[1:] {
-			n = n*10 + int(r-'0')
-		}
+	nums := numbered.FindAllStringSubmatch(template, -1)
+	last := 0
+	for _, m := range nums {
+		n, _ := strconv.Atoi(m[1])
+		last = max(last, n)
+	}
+	out := numbered.ReplaceAllStringFunc(template, func(m string) string {
+		n, _ := strconv.Atoi(m[1:])
 		switch {
 		case n < 1 || n > len(args):
 			return ""
@@ -208,8 +217,103 @@ func Expand(template, arguments string) string {
 		}
 		return args[n-1]
 	})
-	if !used && strings.TrimSpace(arguments) != "" {
+	hasArgs := strings.Contains(template, "$ARGUMENTS")
+	out = strings.ReplaceAll(out, "$ARGUMENTS", arguments)
+	if len(nums) == 0 && !hasArgs && strings.TrimSpace(arguments) != "" {
 		out += "\n\n" + arguments
 	}
 	return strings.TrimSpace(out)
+}
+
+// shellRE is a template's “!`cmd` “ (OpenCode's ConfigMarkdown.shell).
+var shellRE = regexp.MustCompile("!`([^`]+)`")
+
+// RunShell replaces each “!`cmd` “ of an expanded template with what the
+// command printed, run with bash in dir (OpenCode runs them before the
+// prompt is sent; a command that fails still gives its output).
+func RunShell(ctx context.Context, template, dir string) string {
+	if !strings.Contains(template, "!`") {
+		return template
+	}
+	return strings.TrimSpace(shellRE.ReplaceAllStringFunc(template, func(m string) string {
+		cmd := exec.CommandContext(ctx, "bash", "-c", shellRE.FindStringSubmatch(m)[1])
+		cmd.Dir = dir
+		cmd.WaitDelay = time.Second
+		// Its stdout only, as printed; a command that fails still gives
+		// what it printed, one that cannot start gives nothing (OpenCode's
+		// nothrow).
+		out, _ := cmd.Output()
+		return string(out)
+	}))
+}
+
+// fileRE is an @reference in a template (OpenCode's ConfigMarkdown.files):
+// not after a word character or a backtick.
+var fileRE = regexp.MustCompile("(?:^|[^\\w`])@(\\.?[^\\s`,.]*(?:\\.[^\\s`,.]+)*)")
+
+// Reference is an @name of a template: a file or directory that exists
+// (Path set, absolute), else maybe an agent's name.
+type Reference struct {
+	Name  string
+	Path  string
+	IsDir bool
+}
+
+// References lists a template's @references once each, in order: paths
+// relative to worktree (or ~/ for home), which exist or not.
+func References(template, worktree, home string) []Reference {
+	var out []Reference
+	seen := map[string]bool{}
+	for _, m := range fileRE.FindAllStringSubmatch(template, -1) {
+		name := m[1]
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		p := filepath.Join(worktree, name)
+		if strings.HasPrefix(name, "~/") {
+			p = filepath.Join(home, name[2:])
+		} else if filepath.IsAbs(name) {
+			p = filepath.Clean(name)
+		}
+		ref := Reference{Name: name}
+		if fi, err := os.Stat(p); err == nil {
+			ref.Path, ref.IsDir = p, fi.IsDir()
+		}
+		out = append(out, ref)
+	}
+	return out
+}
+
+// Prompt is a command's prompt as OpenCode builds it: the template with
+// the arguments filled in and each !`cmd` replaced by its output (run in
+// dir), then a part for each @reference: a file or directory of the
+// worktree (read at admission), or an agent (isAgent). newID mints part IDs.
+func Prompt(ctx context.Context, template, arguments, dir, home string, isAgent func(string) bool, newID func() string) []opencode.Part {
+	text := RunShell(ctx, Expand(template, arguments), dir)
+	parts := []opencode.Part{{ID: newID(), Type: opencode.PartText, Text: text}}
+	worktree := dir
+	if wt, ok := agent.Worktree(dir); ok {
+		worktree = wt
+	}
+	for _, ref := range References(text, worktree, home) {
+		switch {
+		case ref.Path == "":
+			if isAgent != nil && isAgent(ref.Name) {
+				parts = append(parts, opencode.Part{ID: newID(), Type: opencode.PartAgent, Name: ref.Name})
+			}
+		case ref.IsDir:
+			parts = append(parts, opencode.Part{ID: newID(), Type: opencode.PartFile, Mime: "application/x-directory",
+				URL: FileURL(ref.Path), Filename: ref.Name})
+		default:
+			parts = append(parts, opencode.Part{ID: newID(), Type: opencode.PartFile, Mime: "text/plain",
+				URL: FileURL(ref.Path), Filename: ref.Name})
+		}
+	}
+	return parts
+}
+
+// FileURL is path as a file:// URL (what Node's pathToFileURL gives).
+func FileURL(path string) string {
+	return (&url.URL{Scheme: "file", Path: path}).String()
 }

@@ -88,19 +88,85 @@ type ProviderOptions struct {
 	Headers map[string]string `json:"headers,omitempty"`
 }
 
-// ModelConfig is provider.<id>.models.<id>.
+// ModelConfig is provider.<id>.models.<id>: what OpenCode's config schema
+// lets opencode.json say of a model. Absent fields are nil (or zero);
+// catalog.FromConfig fills them in as OpenCode does.
 type ModelConfig struct {
-	Name     string `json:"name,omitempty"`
-	ToolCall *bool  `json:"tool_call,omitempty"`
-	Limit    struct {
-		Context int64 `json:"context,omitempty"`
-		Output  int64 `json:"output,omitempty"`
-	} `json:"limit,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Family      string `json:"family,omitempty"`
+	ReleaseDate string `json:"release_date,omitempty"`
+	ToolCall    *bool  `json:"tool_call,omitempty"`
+	Reasoning   *bool  `json:"reasoning,omitempty"`
+	Attachment  *bool  `json:"attachment,omitempty"`
+	Temperature *bool  `json:"temperature,omitempty"`
+	// Interleaved is whether (and in which response field) the model
+	// interleaves its reasoning with the answer.
+	Interleaved *Interleaved     `json:"interleaved,omitempty"`
+	Modalities  *ModelModalities `json:"modalities,omitempty"`
+	Limit       ModelLimit       `json:"limit,omitempty"`
 	// Cost is in dollars per million tokens, as in OpenCode's model config.
-	Cost *struct {
-		Input  float64 `json:"input"`
-		Output float64 `json:"output"`
-	} `json:"cost,omitempty"`
+	Cost *ModelCost `json:"cost,omitempty"`
+	// Status is "alpha", "beta", "deprecated" or "active".
+	Status string `json:"status,omitempty"`
+}
+
+// ModelLimit is a model's limit, in tokens (0: not given).
+type ModelLimit struct {
+	Context int64 `json:"context,omitempty"`
+	Input   int64 `json:"input,omitempty"`
+	Output  int64 `json:"output,omitempty"`
+}
+
+// ModelCost is a model's cost, dollars per million tokens.
+type ModelCost struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cache_read,omitempty"`
+	CacheWrite float64 `json:"cache_write,omitempty"`
+}
+
+// ModelModalities are the kinds of input and output a model handles:
+// "text", "audio", "image", "video", "pdf". A nil list is not given.
+type ModelModalities struct {
+	Input  []string `json:"input,omitempty"`
+	Output []string `json:"output,omitempty"`
+}
+
+// Interleaved is a model's interleaved setting: true or false, or the
+// name of the field carrying the reasoning (a string, or {"field": ...}).
+type Interleaved struct {
+	On    bool
+	Field string
+}
+
+// UnmarshalJSON reads true/false, "reasoning_content" or {"field": "..."}.
+func (i *Interleaved) UnmarshalJSON(b []byte) error {
+	var on bool
+	if err := json.Unmarshal(b, &on); err == nil {
+		*i = Interleaved{On: on}
+		return nil
+	}
+	var field string
+	if err := json.Unmarshal(b, &field); err == nil {
+		*i = Interleaved{On: true, Field: field}
+		return nil
+	}
+	var obj struct {
+		Field string `json:"field"`
+	}
+	if err := json.Unmarshal(b, &obj); err != nil || obj.Field == "" {
+		return fmt.Errorf("interleaved: want a boolean, a field name or {\"field\": name}, got %s", b)
+	}
+	*i = Interleaved{On: true, Field: obj.Field}
+	return nil
+}
+
+// MarshalJSON writes the form UnmarshalJSON reads.
+func (i Interleaved) MarshalJSON() ([]byte, error) {
+	if i.Field != "" {
+		return json.Marshal(map[string]string{"field": i.Field})
+	}
+	return json.Marshal(i.On)
 }
 
 // OpenAICompatible reports whether this server can talk to the provider:

@@ -102,3 +102,38 @@ func TestSplitModel(t *testing.T) {
 		}
 	}
 }
+
+// TestModelConfig: a model entry carries what OpenCode's config schema
+// lets it say; interleaved takes a boolean, a field name or {field}.
+func TestModelConfig(t *testing.T) {
+	f, err := Parse([]byte(`{"provider": {"p": {"models": {"m": {
+		"name": "M", "family": "f", "release_date": "2026-01-02", "tool_call": false, "reasoning": true,
+		"attachment": true, "temperature": false, "interleaved": {"field": "reasoning_content"},
+		"modalities": {"input": ["text", "image"], "output": ["text"]},
+		"cost": {"input": 1, "output": 2, "cache_read": 0.5, "cache_write": 1.5},
+		"limit": {"context": 100, "input": 80, "output": 20}, "status": "beta", "options": {"x": 1}}}}}}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.Provider["p"].Models["m"]
+	if m.Name != "M" || m.Family != "f" || m.ReleaseDate != "2026-01-02" || *m.ToolCall || !*m.Reasoning || !*m.Attachment ||
+		*m.Temperature || m.Interleaved == nil || m.Interleaved.Field != "reasoning_content" || m.Status != "beta" {
+		t.Errorf("model %+v", m)
+	}
+	if m.Modalities == nil || len(m.Modalities.Input) != 2 || m.Modalities.Input[1] != "image" || len(m.Modalities.Output) != 1 {
+		t.Errorf("modalities %+v", m.Modalities)
+	}
+	if *m.Cost != (ModelCost{Input: 1, Output: 2, CacheRead: 0.5, CacheWrite: 1.5}) || m.Limit != (ModelLimit{Context: 100, Input: 80, Output: 20}) {
+		t.Errorf("cost %+v limit %+v", m.Cost, m.Limit)
+	}
+	for in, want := range map[string]Interleaved{`true`: {On: true}, `false`: {}, `"reasoning"`: {On: true, Field: "reasoning"},
+		`{"field": "reasoning_text"}`: {On: true, Field: "reasoning_text"}} {
+		var i Interleaved
+		if err := i.UnmarshalJSON([]byte(in)); err != nil || i != want {
+			t.Errorf("interleaved %s: %+v %v, want %+v", in, i, err, want)
+		}
+	}
+	if _, err := Parse([]byte(`{"provider": {"p": {"models": {"m": {"interleaved": 3}}}}}`), ""); err == nil {
+		t.Error("interleaved 3 parsed")
+	}
+}

@@ -18,11 +18,9 @@ import (
 
 // modelRequest is what the stub received for one model call.
 type modelRequest struct {
-	Messages []struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	} `json:"messages"`
-	Tools []struct {
+	// Messages' content: a string, or an array's texts joined.
+	Messages []stubmodel.Message `json:"messages"`
+	Tools    []struct {
 		Function struct {
 			Name string `json:"name"`
 		} `json:"function"`

@@ -36,6 +36,13 @@ func (m *Manager) admit(ctx context.Context, in *opencode.Input, onlyRunning boo
 		return nil, false, false, opencode.Errorf(opencode.EInvalid, "delivery must be steer or queue")
 	}
 	in.Fingerprint = fingerprint(in)
+	if needsResolving(in.Parts) {
+		// Over the parts as the client sent them: a retry is the same
+		// admission even if the file changed since.
+		if err := m.resolveInput(ctx, in); err != nil {
+			return nil, false, false, err
+		}
+	}
 	derr := m.do(ctx, in.SessionID, func(r *runner) {
 		running = r.turn != nil
 		if onlyRunning && !running {
@@ -67,6 +74,31 @@ func (m *Manager) admit(ctx context.Context, in *opencode.Input, onlyRunning boo
 		return nil, false, false, derr
 	}
 	return out, existed, running, err
+}
+
+// resolveInput resolves in's parts (resolveParts) with its session's
+// directory and its agent's rules, read from the session's runner.
+func (m *Manager) resolveInput(ctx context.Context, in *opencode.Input) error {
+	var dir string
+	var rulesets [][]Rule
+	err := m.do(ctx, in.SessionID, func(r *runner) {
+		dir = r.sess.Directory
+		name := in.Agent
+		if name == "" {
+			name, _ = r.turnDefaults()
+		}
+		var agentRules []Rule
+		if a, ok := r.m.agent(name); ok {
+			agentRules = a.Rules
+		}
+		sessionRules, _ := ParseRules(r.sess.Permission)
+		rulesets = [][]Rule{DefaultRules, agentRules, r.m.cfg.Rules, sessionRules, r.approved}
+	})
+	if err != nil {
+		return err
+	}
+	in.Parts = m.resolveParts(ctx, in.Parts, dir, func(agent string) bool { return evaluate(rulesets, "task", agent) == "deny" })
+	return nil
 }
 
 // Result is what a blocking prompt answers: the last assistant message of
@@ -123,6 +155,13 @@ func (m *Manager) Replace(ctx context.Context, sessionID, messageID string, deli
 	parts []opencode.Part) (out *opencode.Input, err error) {
 	if delivery != nil && !delivery.Valid() {
 		return nil, opencode.Errorf(opencode.EInvalid, "delivery must be steer or queue")
+	}
+	if needsResolving(parts) {
+		in := &opencode.Input{SessionID: sessionID, Parts: parts}
+		if err := m.resolveInput(ctx, in); err != nil {
+			return nil, err
+		}
+		parts = in.Parts
 	}
 	derr := m.do(ctx, sessionID, func(r *runner) {
 		out, err = r.replace(messageID, delivery, parts)

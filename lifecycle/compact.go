@@ -43,10 +43,10 @@ func transcript(history []provider.Message) string {
 	for _, m := range history {
 		switch m.Role {
 		case "user":
-			b.WriteString("[User]: " + m.Content + "\n\n")
+			b.WriteString("[User]: " + m.Texts() + "\n\n")
 		case "assistant":
-			if m.Content != "" {
-				b.WriteString("[Assistant]: " + m.Content + "\n\n")
+			if t := m.Texts(); t != "" {
+				b.WriteString("[Assistant]: " + t + "\n\n")
 			}
 			for _, c := range m.ToolCalls {
 				b.WriteString("[Assistant tool call]: " + c.Name + "(" + string(c.Arguments) + ")\n")
@@ -94,13 +94,11 @@ Be terse: bullets, not paragraphs. Keep exact file paths, symbols, commands, err
 // reads, output) beyond the context less the room kept for an answer.
 // Models with no configured context limit never overflow.
 func (m *Manager) overflow(model opencode.MessageModel, u provider.Usage) bool {
-	if m.cfg.ContextLimit == nil {
+	info, ok := m.modelInfo(model)
+	if !ok || info.Context <= 0 {
 		return false
 	}
-	limit := m.cfg.ContextLimit(model.ProviderID, model.ModelID)
-	if limit <= 0 {
-		return false
-	}
+	limit := info.Context
 	reserve := int64(maxOutput)
 	if out := int64(m.maxTokens(model)); out > 0 {
 		reserve = out

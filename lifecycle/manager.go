@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/identifier"
 	"log/slog"
 	"sort"
@@ -44,15 +45,12 @@ type Config struct {
 	// (the connected MCP servers'), offered after Tools.
 	MoreTools func() []tool.Tool
 	Rules     []Rule
-	// Price gives a model's dollars per million input and output tokens
-	// (nil or a miss: free).
-	Price func(providerID, modelID string) (input, output float64, ok bool)
-	// ContextLimit is a model's configured context window (0: none; such
-	// a model is never compacted automatically).
-	ContextLimit func(providerID, modelID string) int64
-	// OutputLimit is a model's configured output limit (0: none); a model
-	// call asks for at most that many tokens, capped as OpenCode caps it.
-	OutputLimit func(providerID, modelID string) int64
+	// Catalog describes the models: their price (a miss: free), context
+	// window (0 or a miss: none; such a model is never compacted
+	// automatically) and output limit (0 or a miss: none; else a model
+	// call asks for at most that many tokens, capped as OpenCode caps it).
+	// nil: no model is known.
+	Catalog *catalog.Catalog
 	// Directory is the default working directory of new sessions.
 	Directory string
 	// Snapshots records project files at each step (revert, step
@@ -248,16 +246,26 @@ func (m *Manager) providerFor(model opencode.MessageModel) provider.Provider {
 	return m.cfg.Provider
 }
 
-// cost is the dollar cost of one model call's usage.
+// modelInfo is the catalog's entry for a model.
+func (m *Manager) modelInfo(model opencode.MessageModel) (*catalog.Model, bool) {
+	return m.cfg.Catalog.Lookup(model.ProviderID, model.ModelID)
+}
+
+// cost is the dollar cost of one model call's usage. Input counts the
+// cache reads too; with a cache_read price they cost that instead of the
+// input price.
 func (m *Manager) cost(model opencode.MessageModel, u provider.Usage) float64 {
-	if m.cfg.Price == nil {
-		return 0
-	}
-	in, out, ok := m.cfg.Price(model.ProviderID, model.ModelID)
+	info, ok := m.modelInfo(model)
 	if !ok {
 		return 0
 	}
-	return (float64(u.Input)*in + float64(u.Output+u.Reasoning)*out) / 1e6
+	c := info.Cost
+	in := float64(u.Input) * c.Input
+	if c.CacheRead > 0 {
+		cached := min(max(u.CacheRead, 0), u.Input)
+		in = float64(u.Input-cached)*c.Input + float64(cached)*c.CacheRead
+	}
+	return (in + float64(u.Output+u.Reasoning)*c.Output) / 1e6
 }
 
 // HasModel reports whether a prompt may name this model.
@@ -623,11 +631,8 @@ const maxOutput = 32000
 // maxTokens is what a call to model asks for: its output limit, capped;
 // 0 (the provider's default) when the model has none configured.
 func (m *Manager) maxTokens(model opencode.MessageModel) int {
-	if m.cfg.OutputLimit == nil {
-		return 0
-	}
-	if n := m.cfg.OutputLimit(model.ProviderID, model.ModelID); n > 0 {
-		return int(min(n, maxOutput))
+	if info, ok := m.modelInfo(model); ok && info.Output > 0 {
+		return int(min(info.Output, maxOutput))
 	}
 	return 0
 }

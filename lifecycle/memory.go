@@ -48,8 +48,8 @@ func inputSize(ins []*opencode.Input) int {
 // historySize is the content size of a conversation as the model sees it.
 func historySize(h []provider.Message) int {
 	n := 0
-	for _, m := range h {
-		n += len(m.Content)
+	for i := range h {
+		n += h[i].Size()
 	}
 	return n
 }

@@ -5,6 +5,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -184,9 +185,13 @@ func (m *Manager) unanswered(msgs []opencode.MessageWithParts) bool {
 // interruptedPrefix starts the abort message of turns the server cut off.
 const interruptedPrefix = "Interrupted by server"
 
-// remember appends a stored message to the conversation sent to the model:
-// a user message's text; an assistant message's text and tool calls,
-// followed by the tool results.
+// remember appends a stored message to the conversation sent to the model,
+// as OpenCode's toModelMessages builds it: a user message's texts and the
+// files a model reads as files (text files and directories reach it as the
+// synthetic texts stored beside them); an assistant message's text,
+// reasoning and tool calls, followed by the tool results. An assistant
+// message that failed is left out, unless it was aborted with something
+// to show (its partial text, its finished calls).
 func (r *runner) remember(mp opencode.MessageWithParts) {
 	if mp.Info.Role == opencode.Assistant && mp.Info.Agent == "plan" {
 		r.usedPlan = true
@@ -194,51 +199,192 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 	if isCompaction(mp) {
 		// The model's view starts over from the summary that follows.
 		r.history = []provider.Message{{Role: "user", Content: compactionQuestion, Memo: &provider.Memo{}}}
-		r.toolOutputs = nil
+		r.toolOutputs, r.media, r.foreign = nil, false, false
 		return
 	}
 	if mp.Info.Role == opencode.User {
 		r.userTurns++
+		if m, ok := userModelMessage(mp.Parts); ok {
+			if mediaParts(m.Parts) > 0 {
+				r.media = true
+			}
+			r.history = append(r.history, m)
+		}
+		return
 	}
-	var b strings.Builder
+	if !sentBack(mp) {
+		return
+	}
+	var parts []provider.Part
 	var calls []provider.ToolCall
 	var results []provider.Message
 	var refs []toolRef
+	texts := 0
 	for _, p := range mp.Parts {
 		switch {
 		case p.Type == opencode.PartText && !p.Ignored:
-			if b.Len() > 0 {
-				b.WriteString("\n")
-			}
-			b.WriteString(p.Text)
+			parts = append(parts, provider.Part{Type: provider.PartText, Text: p.Text, Metadata: p.Metadata})
+			texts++
+		case p.Type == opencode.PartReasoning:
+			parts = append(parts, provider.Part{Type: provider.PartReasoning, Text: p.Text, Metadata: p.Metadata})
 		case p.Type == opencode.PartTool && p.State != nil:
 			if p.Tool == "todowrite" && p.State.Status == "completed" {
 				r.todos = todosOf(p.State.Input)
 			}
-			calls = append(calls, provider.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: p.State.Input})
-			out := p.State.Error
-			if p.State.Output != nil {
-				out = *p.State.Output
+			input := p.State.Input
+			if len(input) == 0 {
+				input = json.RawMessage("{}")
 			}
-			if p.State.Time != nil && p.State.Time.Compacted != nil {
-				out = prunedOutput
-			} else if p.State.Status == "completed" {
-				// Its place in the history: after the message, then the results.
-				refs = append(refs, toolRef{messageID: mp.Info.ID, partID: p.ID, tokens: len(out) / 4,
-					hist: len(r.history) + 1 + len(results), turn: r.userTurns})
+			calls = append(calls, provider.ToolCall{ID: p.CallID, Name: p.Tool, Arguments: input, Metadata: p.Metadata})
+			res := provider.Message{Role: "tool", ToolCallID: p.CallID, ToolName: p.Tool}
+			switch p.State.Status {
+			case "completed":
+				if p.State.Output != nil {
+					res.Content = *p.State.Output
+				}
+				if p.State.Time != nil && p.State.Time.Compacted != nil {
+					res.Content = prunedOutput
+				} else {
+					// Its place in the history: after the message, then the results.
+					refs = append(refs, toolRef{messageID: mp.Info.ID, partID: p.ID, tokens: len(res.Content) / 4,
+						hist: len(r.history) + 1 + len(results), turn: r.userTurns})
+				}
+			case "error":
+				res.Content, res.IsError = p.State.Error, true
+				if out, ok := interruptedOutput(p.State.Metadata); ok {
+					res.Content, res.IsError = out, false
+				}
+			default:
+				// A call a crash or an abort cut off before it ended: the
+				// model must still get a result for it.
+				res.Content, res.IsError = interruptedToolText, true
 			}
-			results = append(results, provider.Message{Role: "tool", Content: out, ToolCallID: p.CallID})
+			results = append(results, res)
 		}
 	}
-	if b.Len() == 0 && len(calls) == 0 && mp.Info.Role == opencode.Assistant {
+	if len(parts) == 0 && len(calls) == 0 {
 		return
 	}
-	r.history = append(r.history, provider.Message{Role: string(mp.Info.Role), Content: b.String(), ToolCalls: calls, Memo: &provider.Memo{}})
+	m := provider.Message{Role: "assistant", ToolCalls: calls, Memo: &provider.Memo{}}
+	if texts != len(parts) || hasMetadata(parts, calls) {
+		// Reasoning and metadata go back only to the model that wrote them.
+		m.From = mp.Info.ProviderID + "/" + mp.Info.ModelID
+		r.foreign = true
+	}
+	if texts == len(parts) && texts <= 1 {
+		if texts == 1 {
+			m.Content = parts[0].Text
+			if parts[0].Metadata != nil {
+				m.Parts = parts
+			}
+		}
+	} else {
+		m.Parts = parts
+	}
+	r.history = append(r.history, m)
 	for _, res := range results {
 		res.Memo = &provider.Memo{}
 		r.history = append(r.history, res)
 	}
 	r.toolOutputs = append(r.toolOutputs, refs...)
+}
+
+// hasMetadata reports whether any part or call carries provider metadata.
+func hasMetadata(parts []provider.Part, calls []provider.ToolCall) bool {
+	for _, p := range parts {
+		if len(p.Metadata) > 0 {
+			return true
+		}
+	}
+	for _, c := range calls {
+		if len(c.Metadata) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// interruptedToolText is the result OpenCode gives the model for a tool
+// call that never finished.
+const interruptedToolText = "[Tool execution was interrupted]"
+
+// interruptedOutput is what an aborted call had printed (OpenCode's
+// metadata.output of a call marked interrupted): the model gets it as the
+// call's result.
+func interruptedOutput(md json.RawMessage) (string, bool) {
+	if len(md) == 0 {
+		return "", false
+	}
+	var m struct {
+		Interrupted bool    `json:"interrupted"`
+		Output      *string `json:"output"`
+	}
+	if json.Unmarshal(md, &m) != nil || !m.Interrupted || m.Output == nil {
+		return "", false
+	}
+	return *m.Output, true
+}
+
+// sentBack reports whether an assistant message goes back to the model:
+// not one that failed, unless it was aborted after producing something
+// besides reasoning (OpenCode's rule).
+func sentBack(mp opencode.MessageWithParts) bool {
+	if mp.Info.Error == nil {
+		return true
+	}
+	if mp.Info.Error.Name != "MessageAbortedError" {
+		return false
+	}
+	for _, p := range mp.Parts {
+		if p.Type != opencode.PartStepStart && p.Type != opencode.PartReasoning {
+			return true
+		}
+	}
+	return false
+}
+
+// userModelMessage is a stored user message as the model gets it; ok is
+// false when nothing of it is for the model.
+func userModelMessage(ps []opencode.Part) (provider.Message, bool) {
+	var parts []provider.Part
+	for _, p := range ps {
+		switch p.Type {
+		case opencode.PartText:
+			if !p.Ignored && p.Text != "" {
+				parts = append(parts, provider.Part{Type: provider.PartText, Text: p.Text})
+			}
+		case opencode.PartFile:
+			// Text files and directories are in the synthetic texts.
+			if p.Mime != "text/plain" && p.Mime != "application/x-directory" {
+				parts = append(parts, provider.Part{Type: provider.PartFile, MediaType: p.Mime, Data: p.URL, Filename: p.Filename})
+			}
+		case opencode.PartSubtask:
+			parts = append(parts, provider.Part{Type: provider.PartText, Text: subtaskUserText})
+		}
+	}
+	switch {
+	case len(parts) == 0:
+		return provider.Message{}, false
+	case len(parts) == 1 && parts[0].Type == provider.PartText:
+		// The common case: one text, no slice kept.
+		return provider.Message{Role: "user", Content: parts[0].Text, Memo: &provider.Memo{}}, true
+	}
+	return provider.Message{Role: "user", Parts: parts, Memo: &provider.Memo{}}, true
+}
+
+// subtaskUserText stands for a subtask part in the user message.
+const subtaskUserText = "The following tool was executed by the user"
+
+// mediaParts counts the files of parts (images, PDFs): a history without
+// any needs no check against the model's modalities.
+func mediaParts(parts []provider.Part) int {
+	n := 0
+	for _, p := range parts {
+		if p.Type == provider.PartFile {
+			n++
+		}
+	}
+	return n
 }
 
 // recover closes assistant messages a crash left open: the turn is over, and

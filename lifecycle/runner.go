@@ -59,6 +59,12 @@ type runner struct {
 	epoch   int64
 	pending []*opencode.Input // the inbox, in admission order
 	history []provider.Message
+	// media: the history may hold files (images, PDFs), which a model
+	// that does not read them gets as OpenCode's error text instead.
+	media bool
+	// foreign: the history may hold assistant messages with reasoning or
+	// provider metadata, which another model gets converted (forModel).
+	foreign bool
 	turn    *turn
 	steps   int64
 

@@ -143,8 +143,12 @@ func withReminder(msgs []provider.Message, reminder string) []provider.Message {
 		if msgs[i].Role == "user" {
 			out := slices.Clone(msgs)
 			m := out[i]
-			m.Content += "\n\n" + reminder
-			m.Memo = nil
+			// A synthetic text part of its own, after the message's parts.
+			if m.Parts == nil {
+				m.Parts = []provider.Part{{Type: provider.PartText, Text: m.Content}}
+			}
+			m.Parts = append(slices.Clip(m.Parts), provider.Part{Type: provider.PartText, Text: reminder})
+			m.Content, m.Memo = "", nil
 			out[i] = m
 			return out
 		}

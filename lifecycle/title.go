@@ -11,9 +11,10 @@ import (
 // requestTitle asks the small model for the session's title, as OpenCode
 // does on the first prompt of a root session, alongside the turn's first
 // model call: the title prompt as system (with the prompt's own system
-// text), then the question and the first message as user messages. The
+// text), then the question and the first message (all its parts) as user
+// messages. The
 // answer comes back to the runner (applyTitle).
-func (r *runner) requestTitle(text, userSystem string, turnModel opencode.MessageModel) {
+func (r *runner) requestTitle(first provider.Message, userSystem string, turnModel opencode.MessageModel) {
 	model := turnModel
 	if r.m.cfg.SmallModelID != "" {
 		model = opencode.MessageModel{ProviderID: r.m.cfg.SmallProviderID, ModelID: r.m.cfg.SmallModelID}
@@ -24,7 +25,13 @@ func (r *runner) requestTitle(text, userSystem string, turnModel opencode.Messag
 	}
 	req := provider.Request{SessionID: r.id, ModelID: model.ModelID, System: system, Purpose: provider.PurposeTitle,
 		MaxTokens: r.m.maxTokens(model),
-		Messages:  []provider.Message{{Role: "user", Content: agent.TitleQuestion}, {Role: "user", Content: text}}}
+		Messages:  []provider.Message{{Role: "user", Content: agent.TitleQuestion}, first}}
+	// The first message whole, as the turn's model call gets it (files
+	// the small model cannot read as OpenCode's error text).
+	req.Messages[1].Memo = nil
+	if mediaParts(first.Parts) > 0 {
+		req.Messages = r.m.unsupportedParts(req.Messages, model)
+	}
 	prov := r.m.providerFor(model)
 	r.titling = true
 	r.m.wg.Add(1)

@@ -259,7 +259,16 @@ func (r *runner) abortTools(t *outbox, st *step, now int64) {
 		if input == nil {
 			input = json.RawMessage("{}")
 		}
-		p.State = &opencode.ToolState{Status: "error", Input: input, Error: c.output, Time: &opencode.ToolTime{Start: start, End: &end}}
+		// As OpenCode's cleanup: the running call's metadata (bash: its
+		// output so far) stays, marked interrupted, so the model is sent
+		// what the call had printed.
+		md := map[string]any{}
+		if p.State != nil && len(p.State.Metadata) > 0 {
+			_ = json.Unmarshal(p.State.Metadata, &md)
+		}
+		md["interrupted"] = true
+		p.State = &opencode.ToolState{Status: "error", Input: input, Error: c.output, Metadata: mustJSON(md),
+			Time: &opencode.ToolTime{Start: start, End: &end}}
 		st.parts[c.part] = p
 		t.part(p, now)
 		r.toolFailed(t, st, c, now)

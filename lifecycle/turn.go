@@ -160,7 +160,9 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 			reply = true
 		}
 		if in.Shell == "" && !r.titling && sess.ParentID == "" && strings.HasPrefix(sess.Title, defaultTitlePrefix) {
-			r.requestTitle(in.Prompt().Text, in.System, r.turn.model)
+			if first, ok := userModelMessage(in.Parts); ok {
+				r.requestTitle(first, in.System, r.turn.model)
+			}
 		}
 		r.turn.users = append(r.turn.users, msg)
 		r.remember(opencode.MessageWithParts{Info: msg, Parts: in.Parts})
@@ -237,6 +239,12 @@ func (r *runner) startStep() {
 	msgs := r.history[:len(r.history):len(r.history)]
 	if reminder := r.reminderFor(tu); reminder != "" {
 		msgs = withReminder(msgs, reminder)
+	}
+	if r.media {
+		msgs = r.m.unsupportedParts(msgs, tu.model)
+	}
+	if r.foreign {
+		msgs = forModel(msgs, tu.model.ProviderID+"/"+tu.model.ModelID)
 	}
 	if tu.agent == "plan" {
 		r.usedPlan = true
@@ -612,6 +620,9 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": "unknown", "message": "Provider turn interrupted"}})
 		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": st.msg.Error})
 		tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
+		// What the model said before the abort stays in its view, as
+		// OpenCode sends it (and as a restart reads it back).
+		r.remember(*tu.last)
 		tu.step = nil
 	}
 	if userAbort {

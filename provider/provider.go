@@ -9,27 +9,120 @@ import (
 	"sync"
 )
 
-// Message is one entry of the conversation sent to the model.
+// Message is one entry of the conversation sent to the model, in the shape
+// of the AI SDK's model messages that OpenCode builds.
+//
+// A message whose content is one text (most user messages, every tool
+// result, an assistant's answer without reasoning) has it in Content and
+// no Parts: the common case allocates no slice. Parts, when set, is the
+// whole content in order (Content is then unused): several texts, files,
+// reasoning. An assistant's tool calls are in ToolCalls after its content;
+// a tool result names its call in ToolCallID.
 type Message struct {
-	Role       string     `json:"role"` // system, user, assistant, tool
-	Content    string     `json:"content"`
-	ToolCalls  []ToolCall `json:"toolCalls,omitempty"`
-	ToolCallID string     `json:"toolCallID,omitempty"`
+	Role    string `json:"role"` // system, user, assistant, tool
+	Content string `json:"content,omitempty"`
+	Parts   []Part `json:"parts,omitempty"`
+	// ToolCalls are an assistant message's calls, after its content.
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// ToolCallID and ToolName name the call a tool result answers;
+	// IsError marks a failed call (its Content is the error text).
+	ToolCallID string `json:"toolCallID,omitempty"`
+	ToolName   string `json:"toolName,omitempty"`
+	IsError    bool   `json:"isError,omitempty"`
+	// From is the "providerID/modelID" that wrote an assistant message
+	// whose parts carry reasoning or provider metadata: only that model is
+	// sent them as they are (set by lifecycle, which converts them for
+	// another model).
+	From string `json:"from,omitempty"`
+	// Cache marks the message as the end of a cacheable prefix (providers
+	// with prompt caching mark its last block).
+	Cache bool `json:"cache,omitempty"`
 	// Memo, when set, caches the message's wire encoding across model
 	// calls: a conversation is sent again on every call, and re-encoding a
 	// long history each time would make per-call cost grow with it.
 	Memo *Memo `json:"-"`
 }
 
-// Memo holds one message's encoding, computed once.
-type Memo struct {
-	once sync.Once
-	b    []byte
+// PartType tells what a Part holds.
+type PartType string
+
+// Content part types, as the AI SDK names them.
+const (
+	PartText      PartType = "text"
+	PartFile      PartType = "file"
+	PartReasoning PartType = "reasoning"
+)
+
+// Part is one piece of a message's content.
+type Part struct {
+	Type PartType `json:"type"`
+	// Text is a text's or a reasoning's text.
+	Text string `json:"text,omitempty"`
+	// MediaType, Data and Filename are a file's: Data is its content as a
+	// URL (a data: URL with base64 content, or an http(s) URL).
+	MediaType string `json:"mediaType,omitempty"`
+	Data      string `json:"data,omitempty"`
+	Filename  string `json:"filename,omitempty"`
+	// Metadata is what the provider that produced the part needs back on
+	// later calls (a reasoning signature, an encrypted reasoning item), by
+	// provider: {"anthropic":{"signature":"…"}}. It is stored with the part.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
-// Bytes returns the cached encoding, computing it with enc the first time.
-func (m *Memo) Bytes(enc func() []byte) []byte {
-	m.once.Do(func() { m.b = enc() })
+// Texts returns the message's text content: Content, or its text parts
+// joined by newlines.
+func (m *Message) Texts() string {
+	if m.Parts == nil {
+		return m.Content
+	}
+	var n int
+	for _, p := range m.Parts {
+		if p.Type == PartText {
+			n += len(p.Text) + 1
+		}
+	}
+	b := make([]byte, 0, n)
+	for _, p := range m.Parts {
+		if p.Type == PartText {
+			if len(b) > 0 {
+				b = append(b, '\n')
+			}
+			b = append(b, p.Text...)
+		}
+	}
+	return string(b)
+}
+
+// Size is the message's content size in bytes (texts, file data,
+// arguments), for memory accounting.
+func (m *Message) Size() int {
+	n := len(m.Content)
+	for _, p := range m.Parts {
+		n += len(p.Text) + len(p.Data)
+	}
+	for _, c := range m.ToolCalls {
+		n += len(c.Arguments)
+	}
+	return n
+}
+
+// Memo holds one message's encoding for one encoder, computed once: a
+// session that switches to a model of another wire format gets its own
+// encoding, never the previous provider's bytes.
+type Memo struct {
+	mu  sync.Mutex
+	key string
+	b   []byte
+}
+
+// Bytes returns the encoding cached under key, computing it with enc when
+// there is none for that key.
+func (m *Memo) Bytes(key string, enc func() []byte) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.b == nil || m.key != key {
+		m.key, m.b = key, enc()
+	}
 	return m.b
 }
 
@@ -38,6 +131,8 @@ type ToolCall struct {
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Metadata is the producing provider's, sent back with the call.
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
 
 // ToolSpec describes a tool offered to the model.

@@ -4,74 +4,110 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/catalog"
 )
 
-// Catalog is what the server offers: providers with their models, and the
-// default model. The TUI exits at start if /config, /config/providers,
-// /provider or /agent fail, so these always answer with valid shapes.
-type Catalog struct {
-	Providers []ProviderInfo
-	// Model and SmallModel are "providerID/modelID".
-	Model      string
-	SmallModel string
-}
+// The TUI exits at start if /config, /config/providers, /provider or
+// /agent fail, so these always answer with valid shapes.
 
-// ProviderInfo is one provider.
-type ProviderInfo struct {
-	ID      string
-	Name    string
-	NPM     string
-	BaseURL string
-	// Source is OpenCode's provider source: "config" or "custom".
-	Source string
-	Models []ModelInfo
-}
+// modalityNames are the modalities of OpenCode's capabilities.input and
+// .output objects.
+var modalityNames = []string{"text", "audio", "image", "video", "pdf"}
 
-// ModelInfo is one model of a provider.
-type ModelInfo struct {
-	ID       string
-	Name     string
-	Context  int64
-	Output   int64
-	ToolCall bool
-}
-
-func (c Catalog) defaultModelOf(providerID string) string {
-	if p, m, ok := strings.Cut(c.Model, "/"); ok && p == providerID {
-		return m
+func modalityFlags(list []string) map[string]any {
+	out := make(map[string]any, len(modalityNames))
+	for _, n := range modalityNames {
+		out[n] = slices.Contains(list, n)
 	}
-	for _, p := range c.Providers {
-		if p.ID == providerID && len(p.Models) > 0 {
-			return p.Models[0].ID
-		}
-	}
-	return ""
+	return out
 }
 
-var modalities = map[string]bool{"text": true, "audio": false, "image": false, "video": false, "pdf": false}
+// interleaved is capabilities.interleaved: false, true or {field}.
+func interleaved(m *catalog.Model) any {
+	if m.InterleavedField != "" {
+		return map[string]any{"field": m.InterleavedField}
+	}
+	return m.Interleaved
+}
+
+// limitOf is a model's limit: context and output, input when known.
+func limitOf(m *catalog.Model) map[string]any {
+	l := map[string]any{"context": m.Context, "output": m.Output}
+	if m.Input > 0 {
+		l["input"] = m.Input
+	}
+	return l
+}
 
 // providerV1 is the Provider shape of /config/providers and /provider.
-func (c Catalog) providerV1(p ProviderInfo) map[string]any {
+func providerV1(p *catalog.Provider) map[string]any {
 	models := map[string]any{}
-	for _, m := range p.Models {
+	for i := range p.Models {
+		m := &p.Models[i]
+		status := m.Status
+		if status == "" {
+			status = "active"
+		}
 		models[m.ID] = map[string]any{
-			"id": m.ID, "providerID": p.ID, "name": m.Name, "family": "",
-			"api":          map[string]any{"id": m.ID, "url": p.BaseURL, "npm": p.NPM},
-			"capabilities": map[string]any{"temperature": false, "reasoning": false, "attachment": false, "toolcall": m.ToolCall, "input": modalities, "output": modalities, "interleaved": false},
-			"cost":         map[string]any{"input": 0, "output": 0, "cache": map[string]any{"read": 0, "write": 0}},
-			"limit":        map[string]any{"context": m.Context, "output": m.Output},
-			"status":       "active", "options": map[string]any{}, "headers": map[string]any{}, "release_date": "", "variants": map[string]any{},
+			"id": m.ID, "providerID": p.ID, "name": m.Name, "family": m.Family,
+			"api": map[string]any{"id": m.ID, "url": p.BaseURL, "npm": p.NPM},
+			"capabilities": map[string]any{"temperature": m.Temperature, "reasoning": m.Reasoning, "attachment": m.Attachment,
+				"toolcall": m.ToolCall, "input": modalityFlags(m.InputModalities), "output": modalityFlags(m.OutputModalities),
+				"interleaved": interleaved(m)},
+			"cost": map[string]any{"input": m.Cost.Input, "output": m.Cost.Output,
+				"cache": map[string]any{"read": m.Cost.CacheRead, "write": m.Cost.CacheWrite}},
+			"limit":  limitOf(m),
+			"status": status, "options": map[string]any{}, "headers": map[string]any{}, "release_date": m.ReleaseDate, "variants": map[string]any{},
 		}
 	}
 	opts := map[string]any{}
 	if p.BaseURL != "" {
 		opts["baseURL"] = p.BaseURL
 	}
-	return map[string]any{"id": p.ID, "name": p.Name, "source": p.Source, "env": []string{}, "options": opts, "models": models}
+	env := p.Env
+	if env == nil {
+		env = []string{}
+	}
+	return map[string]any{"id": p.ID, "name": p.Name, "source": p.Source, "env": env, "options": opts, "models": models}
+}
+
+// modelV2 is a model of GET /api/model (ModelV2Info).
+func modelV2(p *catalog.Provider, m *catalog.Model) map[string]any {
+	cost := []any{}
+	if m.Cost.Set {
+		cost = append(cost, map[string]any{"input": m.Cost.Input, "output": m.Cost.Output,
+			"cache": map[string]any{"read": m.Cost.CacheRead, "write": m.Cost.CacheWrite}})
+	}
+	var released int64
+	if t, err := time.Parse(time.DateOnly, m.ReleaseDate); err == nil {
+		released = t.UnixMilli()
+	}
+	status := m.Status
+	if status == "" {
+		status = "active"
+	}
+	out := map[string]any{"id": m.ID, "providerID": p.ID, "name": m.Name,
+		"api":          map[string]any{"id": m.ID, "type": "aisdk", "package": p.NPM, "url": p.BaseURL},
+		"capabilities": map[string]any{"tools": m.ToolCall, "input": nonNil(m.InputModalities), "output": nonNil(m.OutputModalities)},
+		"request":      map[string]any{"headers": map[string]any{}, "body": map[string]any{}}, "variants": []any{},
+		"time": map[string]any{"released": released}, "cost": cost, "status": status, "enabled": true,
+		"limit": limitOf(m)}
+	if m.Family != "" {
+		out["family"] = m.Family
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func (s *Server) location(r *http.Request) map[string]any {
@@ -115,14 +151,18 @@ func (s *Server) knownAgent(name string) bool {
 
 func (s *Server) mountCatalog(r chi.Router) {
 	c := s.cfg.Catalog
+	if c == nil {
+		c = &catalog.Catalog{}
+	}
+	providers := c.Providers
 	ok := func(v any) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, v) }
 	}
 	emptyList, emptyObject := []any{}, map[string]any{}
 
 	r.Get("/config", func(w http.ResponseWriter, r *http.Request) {
-		providers := map[string]any{}
-		for _, p := range c.Providers {
+		configured := map[string]any{}
+		for _, p := range providers {
 			models := map[string]any{}
 			for _, m := range p.Models {
 				models[m.ID] = map[string]any{"name": m.Name, "tool_call": m.ToolCall,
@@ -135,18 +175,19 @@ func (s *Server) mountCatalog(r chi.Router) {
 			if p.BaseURL != "" {
 				entry["options"] = map[string]any{"baseURL": p.BaseURL}
 			}
-			providers[p.ID] = entry
+			configured[p.ID] = entry
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"$schema": "https://opencode.ai/config.json", "command": emptyObject,
 			"plugin": emptyList, "share": "disabled", "autoupdate": false, "model": c.Model, "small_model": c.SmallModel,
-			"username": "opencode", "mode": emptyObject, "agent": emptyObject, "provider": providers})
+			"username": "opencode", "mode": emptyObject, "agent": emptyObject, "provider": configured})
 	})
 	r.Get("/config/providers", func(w http.ResponseWriter, r *http.Request) {
 		list := []any{}
 		def := map[string]string{}
-		for _, p := range c.Providers {
-			list = append(list, c.providerV1(p))
-			def[p.ID] = c.defaultModelOf(p.ID)
+		for i := range providers {
+			p := &providers[i]
+			list = append(list, providerV1(p))
+			def[p.ID] = c.DefaultModelOf(p.ID)
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"providers": list, "default": def})
 	})
@@ -154,9 +195,10 @@ func (s *Server) mountCatalog(r chi.Router) {
 		list := []any{}
 		def := map[string]string{}
 		connected := []string{}
-		for _, p := range c.Providers {
-			list = append(list, c.providerV1(p))
-			def[p.ID] = c.defaultModelOf(p.ID)
+		for i := range providers {
+			p := &providers[i]
+			list = append(list, providerV1(p))
+			def[p.ID] = c.DefaultModelOf(p.ID)
 			connected = append(connected, p.ID)
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"all": list, "default": def, "connected": connected})
@@ -200,7 +242,7 @@ func (s *Server) mountCatalog(r chi.Router) {
 	}
 	r.Get("/api/provider", func(w http.ResponseWriter, r *http.Request) {
 		list := []any{}
-		for _, p := range c.Providers {
+		for _, p := range providers {
 			list = append(list, map[string]any{"id": p.ID, "name": p.Name,
 				"api":     map[string]any{"type": "aisdk", "package": p.NPM, "url": p.BaseURL},
 				"request": map[string]any{"headers": emptyObject, "body": emptyObject}})
@@ -209,14 +251,10 @@ func (s *Server) mountCatalog(r chi.Router) {
 	})
 	r.Get("/api/model", func(w http.ResponseWriter, r *http.Request) {
 		list := []any{}
-		for _, p := range c.Providers {
-			for _, m := range p.Models {
-				list = append(list, map[string]any{"id": m.ID, "providerID": p.ID, "name": m.Name,
-					"api":          map[string]any{"id": m.ID, "type": "aisdk", "package": p.NPM, "url": p.BaseURL},
-					"capabilities": map[string]any{"tools": m.ToolCall, "input": []string{"text"}, "output": []string{"text"}},
-					"request":      map[string]any{"headers": emptyObject, "body": emptyObject}, "variants": emptyList,
-					"time": map[string]any{"released": 0}, "cost": emptyList, "status": "active", "enabled": true,
-					"limit": map[string]any{"context": m.Context, "output": m.Output}})
+		for i := range providers {
+			p := &providers[i]
+			for j := range p.Models {
+				list = append(list, modelV2(p, &p.Models[j]))
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": list})

@@ -116,7 +116,8 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	parts := []opencode.Part{{ID: s.ids.NewPart(), Type: opencode.PartText, Text: command.Expand(cmd.Template, *b.Arguments)}}
+	home, _ := os.UserHomeDir()
+	parts := command.Prompt(r.Context(), cmd.Template, *b.Arguments, s.directory(r), home, s.knownAgent, s.ids.NewPart)
 	if len(b.Parts) > 0 {
 		extra, err := s.decodeParts(b.Parts)
 		if err != nil {

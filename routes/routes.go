@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -31,8 +32,8 @@ type Config struct {
 	// Username and Password enable HTTP basic auth when Password is set.
 	Username string
 	Password string
-	// Catalog lists providers, models and agents.
-	Catalog Catalog
+	// Catalog lists the providers and their models (nil: none).
+	Catalog *catalog.Catalog
 	// OpenAPI is the document served at /doc.
 	OpenAPI []byte
 	// Heartbeat is the SSE heartbeat interval (10 s when zero).

@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -37,7 +39,8 @@ Usage:
 - By default up to 2000 lines are returned from the start of the file; use offset (1-indexed line number) and limit to read other parts.
 - Lines longer than 2000 characters are truncated; output is capped at 50 KB.
 - Each line is prefixed with its line number ("12: text").
-- Directories and binary files cannot be read; use the glob tool to find the files in a directory.`
+- A directory is listed: its entries, one a line, directories ending in "/".
+- Binary files cannot be read.`
 }
 
 func (Read) Parameters() json.RawMessage {
@@ -105,12 +108,12 @@ func (t Read) run(ctx context.Context, c Call, in readInput, abs, rel string) (R
 	fi, err := s.root.Stat(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return Result{}, notFound(s, rel)
+			return Result{}, notFound(s, rel, abs)
 		}
 		return Result{}, s.fail(in.FilePath, err)
 	}
 	if fi.IsDir() {
-		return Result{}, fmt.Errorf("%s is a directory, not a file; use the glob tool to find its files", rel)
+		return t.list(s, name, abs, rel, offset, limit)
 	}
 	if !fi.Mode().IsRegular() {
 		return Result{}, fmt.Errorf("%s is not a regular file", rel)
@@ -132,7 +135,7 @@ func (t Read) run(ctx context.Context, c Call, in readInput, abs, rel string) (R
 		return Result{}, err
 	}
 	if bin {
-		return Result{}, fmt.Errorf("cannot read binary file: %s", rel)
+		return Result{}, fmt.Errorf("Cannot read binary file: %s", abs)
 	}
 
 	var (
@@ -163,21 +166,30 @@ func (t Read) run(ctx context.Context, c Call, in readInput, abs, rel string) (R
 			continue
 		}
 		if shown >= limit {
+			// Counted to the end, as OpenCode does: the note gives the total.
 			more = true
-			break
+			if eof {
+				break
+			}
+			continue
 		}
 		text := strings.TrimSuffix(string(line), "\r")
 		text = truncateRunes(text, readMaxLineLen, fmt.Sprintf("... (line truncated to %d chars)", readMaxLineLen))
-		entry := fmt.Sprintf("%d: %s", count, text)
-		if bytesOut+len(entry)+1 > readMaxBytes {
+		// The cap counts the lines' text and their separators, not the
+		// line numbers (as OpenCode counts it).
+		size := len(text)
+		if shown > 0 {
+			size++
+		}
+		if bytesOut+size > readMaxBytes {
 			cut, more = true, true
 			break
 		}
 		if shown > 0 {
 			out.WriteByte('\n')
 		}
-		out.WriteString(entry)
-		bytesOut += len(entry) + 1
+		fmt.Fprintf(&out, "%d: %s", count, text)
+		bytesOut += size
 		if shown < 20 {
 			preview = append(preview, text)
 		}
@@ -187,7 +199,7 @@ func (t Read) run(ctx context.Context, c Call, in readInput, abs, rel string) (R
 		}
 	}
 	if count < offset && !(count == 0 && offset == 1) {
-		return Result{}, fmt.Errorf("offset %d is out of range for this file (%d lines)", offset, count)
+		return Result{}, fmt.Errorf("Offset %d is out of range for this file (%d lines)", offset, count)
 	}
 
 	var b strings.Builder
@@ -198,7 +210,7 @@ func (t Read) run(ctx context.Context, c Call, in readInput, abs, rel string) (R
 	case cut:
 		fmt.Fprintf(&b, "\n\n(Output capped at %d KB. Showing lines %d-%d. Use offset=%d to continue.)", readMaxBytes/1024, offset, last, last+1)
 	case more:
-		fmt.Fprintf(&b, "\n\n(Showing lines %d-%d. File has more lines. Use offset=%d to continue.)", offset, last, last+1)
+		fmt.Fprintf(&b, "\n\n(Showing lines %d-%d of %d. Use offset=%d to continue.)", offset, last, count, last+1)
 	default:
 		fmt.Fprintf(&b, "\n\n(End of file - total %d lines)", count)
 	}
@@ -255,22 +267,89 @@ func trimNL(line, chunk []byte) []byte {
 }
 
 // notFound builds OpenCode's "File not found" error with suggestions from
-// the entries of rel's parent directory, listed through the root.
-func notFound(s *scope, rel string) error {
+// the entries of rel's parent directory, listed through the root; paths are
+// absolute, as OpenCode words them.
+func notFound(s *scope, rel, abs string) error {
 	dir, base := path.Dir(rel), strings.ToLower(path.Base(rel))
 	entries, _ := fs.ReadDir(s.fs(), dir)
 	var sugg []string
 	for _, e := range entries {
 		n := strings.ToLower(e.Name())
 		if strings.Contains(n, base) || strings.Contains(base, n) {
-			sugg = append(sugg, path.Join(dir, e.Name()))
+			sugg = append(sugg, filepath.Join(filepath.Dir(abs), e.Name()))
 			if len(sugg) == 3 {
 				break
 			}
 		}
 	}
 	if len(sugg) > 0 {
-		return fmt.Errorf("file not found: %s\n\nDid you mean one of these?\n%s", rel, strings.Join(sugg, "\n"))
+		return fmt.Errorf("File not found: %s\n\nDid you mean one of these?\n%s", abs, strings.Join(sugg, "\n"))
 	}
-	return fmt.Errorf("file not found: %s", rel)
+	return fmt.Errorf("File not found: %s", abs)
+}
+
+// list is the read tool on a directory, as OpenCode's: its entries sorted
+// by name, directories (and links to them) with a trailing "/", a window of
+// limit entries from offset.
+func (Read) list(s *scope, name, abs, rel string, offset, limit int) (Result, error) {
+	entries, err := fs.ReadDir(s.fs(), filepath.ToSlash(name))
+	if err != nil {
+		return Result{}, s.fail(abs, err)
+	}
+	items := make([]string, 0, len(entries))
+	for _, e := range entries {
+		n := e.Name()
+		switch {
+		case e.IsDir():
+			n += "/"
+		case e.Type()&fs.ModeSymlink != 0:
+			if fi, err := s.root.Stat(filepath.Join(name, n)); err == nil && fi.IsDir() {
+				n += "/"
+			}
+		}
+		items = append(items, n)
+	}
+	slices.SortFunc(items, localeCompare)
+	start := min(offset-1, len(items))
+	sliced := items[start:min(start+limit, len(items))]
+	truncated := start+len(sliced) < len(items)
+	tail := fmt.Sprintf("\n(%d entries)", len(items))
+	if truncated {
+		tail = fmt.Sprintf("\n(Showing %d of %d entries. Use 'offset' parameter to read beyond entry %d)", len(sliced), len(items), offset+len(sliced))
+	}
+	out := strings.Join([]string{"<path>" + abs + "</path>", "<type>directory</type>", "<entries>",
+		strings.Join(sliced, "\n"), tail, "</entries>"}, "\n")
+	return Result{Title: rel, Output: out, Metadata: map[string]any{
+		"preview": strings.Join(sliced[:min(20, len(sliced))], "\n"), "truncated": truncated}}, nil
+}
+
+// collation is the order of ASCII punctuation in ICU's root collation, which
+// JavaScript's localeCompare uses: punctuation and symbols before digits,
+// digits before letters.
+const collation = "_-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$0123456789"
+
+// localeCompare orders names as OpenCode's read tool sorts a directory
+// (String.prototype.localeCompare): letters case-insensitively after
+// punctuation and digits, and on a tie lowercase first.
+func localeCompare(a, b string) int {
+	key := func(r rune) int {
+		if i := strings.IndexRune(collation, r); i >= 0 {
+			return i
+		}
+		if r >= 'A' && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		return len(collation) + int(r)
+	}
+	ra, rb := []rune(a), []rune(b)
+	for i := 0; i < len(ra) && i < len(rb); i++ {
+		if ka, kb := key(ra[i]), key(rb[i]); ka != kb {
+			return ka - kb
+		}
+	}
+	if len(ra) != len(rb) {
+		return len(ra) - len(rb)
+	}
+	// Same letters: lowercase sorts first.
+	return -strings.Compare(a, b)
 }

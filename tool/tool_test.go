@@ -302,7 +302,7 @@ func TestRead(t *testing.T) {
 		{name: "huge capped", input: map[string]any{"filePath": "huge.txt"},
 			has: []string{"Output capped at 50 KB"}, maxLen: 52 * 1024},
 		{name: "empty", input: map[string]any{"filePath": "empty.txt"}, has: []string{"total 0 lines"}},
-		{name: "directory", input: map[string]any{"filePath": "src"}, wantErr: "is a directory"},
+		{name: "directory", input: map[string]any{"filePath": "src"}, has: []string{"<type>directory</type>\n<entries>\n", "entries)\n</entries>"}},
 		{name: "binary ext", input: map[string]any{"filePath": "blob.dat"}, wantErr: "binary file"},
 		{name: "binary content", input: map[string]any{"filePath": "nul.txt"}, wantErr: "binary file"},
 		{name: "missing", input: map[string]any{"filePath": "hello.tx"}, wantErr: "Did you mean"},

@@ -11,17 +11,18 @@ package wire
 // $HOME/.config/opencode/opencode.json), starts the real binary there on
 // 127.0.0.1:147xx, sends the case's prompts through the v1 routes (POST
 // /session, then the blocking POST /session/{id}/message, or for a case
-// with Steps each step's blocking POST /session/{id}/message or /summarize,
-// with the session's directory in the x-opencode-directory header as the SDK
-// sends it), and
-// writes every chat request the model got to
-// testdata/reference/prompt/<case>.json: "requests" are the turns' model
-// calls in order, "titles" the session title requests (no tools, a system
-// prompt about a title), each with the request's headers and its whole JSON
-// body, key order kept, normalised (project dir -> <DIR>, HOME -> <HOME>,
-// "Today's date: ..." -> <DATE>, prt_/msg_/ses_/call_ IDs -> <prt_1>...).
+// with Steps each step's POST /session/{id}/message, /command, /summarize,
+// /prompt_async or /abort, see promptStep), with the session's directory in
+// the x-opencode-directory header as the SDK sends it, and writes every
+// chat request the model got to testdata/reference/prompt/<case>.json:
+// "requests" are the turns' model calls in order, "titles" the session
+// title requests (no tools, a system prompt about a title), each with the
+// request's headers and its whole JSON body, key order kept, normalised
+// (project dir -> <DIR>, HOME -> <HOME>, "Today's date: ..." -> <DATE>,
+// prt_/msg_/ses_/call_ IDs -> <prt_1>...).
 //
-// The model is stubmodel.Echo behind a recording reverse proxy: the proxy
+// The model is stubmodel.Echo (or the case's Script) behind a recording
+// reverse proxy: the proxy
 // sees every request in arrival order whatever the stub does with title
 // requests. The binary is -prompt.opencode, else $OPENCODE_BIN, else the e2e
 // tests' install under ~/.cache/opencode-server-e2e. Without -prompt.record
@@ -72,6 +73,12 @@ type promptCase struct {
 	Steps []promptStep
 	// NeedTitle waits for the session's title request before stopping.
 	NeedTitle bool
+	// Config, when set, rewrites the global opencode.json (the stub
+	// provider's) before the server starts.
+	Config func(cfg []byte) []byte
+	// Script, when set, is the stub model's script instead of
+	// stubmodel.Echo.
+	Script stubmodel.Script
 }
 
 var promptCases = []promptCase{
@@ -126,10 +133,13 @@ var promptCases = []promptCase{
 	},
 }
 
-// promptStep is one blocking call on the case's session: POST
-// /session/{id}/<Route> with Body.
+// promptStep is one call on the case's session: POST
+// /session/{id}/<Route> with Body. "message", "command" and "summarize"
+// block; "prompt_async" returns at once; "abort" first waits for some of
+// the reply's text to stream (waitStreamedText). Body may say <DIR>,
+// <ROOT> and <HOME> for the case's paths.
 type promptStep struct {
-	Route string // "message" or "summarize"
+	Route string // "message", "command", "summarize", "prompt_async" or "abort"
 	Body  string
 }
 
@@ -291,7 +301,11 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 		}
 	}
 
-	stub := stubmodel.NewServer(t, stubmodel.Echo)
+	script := pc.Script
+	if script == nil {
+		script = stubmodel.Echo
+	}
+	stub := stubmodel.NewServer(t, script)
 	rec := &modelRecorder{}
 	proxy := httptest.NewServer(rec.handler(stub.URL()))
 	t.Cleanup(proxy.Close)
@@ -299,7 +313,11 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(home, ".config/opencode/opencode.json"), bytes.ReplaceAll(cfg, []byte("MODEL_BASE_URL"), []byte(proxy.URL+"/v1")))
+	cfg = bytes.ReplaceAll(cfg, []byte("MODEL_BASE_URL"), []byte(proxy.URL+"/v1"))
+	if pc.Config != nil {
+		cfg = pc.Config(cfg)
+	}
+	writeFile(t, filepath.Join(home, ".config/opencode/opencode.json"), cfg)
 	sessionDir := pc.Setup(t, dir, home)
 
 	port := freePort(t, 14700, 14799)
@@ -339,7 +357,7 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
+		if resp.StatusCode/100 != 2 {
 			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
 		}
 		return b
@@ -365,14 +383,19 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 			}
 		}
 	}
+	paths := strings.NewReplacer("<DIR>", dir, "<ROOT>", root, "<HOME>", home)
 	for _, st := range pc.steps() {
-		call("POST", "/session/"+ses.ID+"/"+st.Route, st.Body)
-		if st.Route == "message" {
+		if st.Route == "abort" {
+			waitStreamedText(t, base, sessionDir, ses.ID)
+		}
+		call("POST", "/session/"+ses.ID+"/"+st.Route, paths.Replace(st.Body))
+		switch st.Route {
+		case "message", "command", "prompt_async":
 			continue
 		}
-		// summarize blocks until the compaction is done; still, wait for
-		// the session to leave GET /session/status and the model to be
-		// quiet before the next step.
+		// summarize blocks until the compaction is done, abort returns at
+		// once; wait for the session to leave GET /session/status and the
+		// model to be quiet before the next step.
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
 			var status map[string]json.RawMessage

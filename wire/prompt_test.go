@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 )
@@ -21,8 +24,11 @@ type refRequest struct {
 	Body struct {
 		MaxTokens int `json:"max_tokens"`
 		Messages  []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
+			Role             string          `json:"role"`
+			Content          json.RawMessage `json:"content"`
+			ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
+			ToolCallID       string          `json:"tool_call_id,omitempty"`
+			ReasoningContent string          `json:"reasoning_content,omitempty"`
 		} `json:"messages"`
 		Tools []struct {
 			Function struct {
@@ -102,8 +108,29 @@ type promptRun struct {
 
 var dateLine = regexp.MustCompile(`Today's date: [A-Z][a-z]{2} [A-Z][a-z]{2} \d{2} \d{4}`)
 
+// refConfig is the reference's global opencode.json
+// (../shared/reference/opencode.json), which a case's Config may rewrite.
+const refConfig = `{
+  "autoupdate": false,
+  "share": "disabled",
+  "model": "stub/stub-model",
+  "small_model": "stub/stub-model",
+  "provider": {
+    "stub": {
+      "npm": "@ai-sdk/openai-compatible",
+      "name": "Stub",
+      "options": { "baseURL": "MODEL_BASE_URL", "apiKey": "stub-key" },
+      "models": { "stub-model": { "name": "Stub Model", "tool_call": true, "limit": { "context": 128000, "output": 4096 } } }
+    }
+  }
+}
+`
+
 func runOurs(t *testing.T, pc promptCase) promptRun {
-	root := t.TempDir()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir, home := filepath.Join(root, "project"), filepath.Join(root, "home")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -111,9 +138,19 @@ func runOurs(t *testing.T, pc promptCase) promptRun {
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
 	sessionDir := pc.Setup(t, dir, home)
-	stub := stubmodel.NewServer(t, stubmodel.Echo)
-	cfg := stubConfig(stub.URL())
-	cfg.SmallModel = cfg.Model
+	script := pc.Script
+	if script == nil {
+		script = stubmodel.Echo
+	}
+	stub := stubmodel.NewServer(t, script)
+	raw := []byte(strings.ReplaceAll(refConfig, "MODEL_BASE_URL", stub.URL()))
+	if pc.Config != nil {
+		raw = pc.Config(raw)
+	}
+	cfg, err := config.Parse(raw, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if b, err := os.ReadFile(filepath.Join(dir, "opencode.json")); err == nil {
 		var project struct{ Instructions []string }
 		_ = json.Unmarshal(b, &project)
@@ -130,28 +167,35 @@ func runOurs(t *testing.T, pc promptCase) promptRun {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 {
+		if resp.StatusCode/100 != 2 {
 			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
 		}
 		return b
 	}
+	wait := func(id string) {
+		wreq, _ := http.NewRequest("POST", srv.URL+"/api/session/"+id+"/wait", nil)
+		if resp, err := http.DefaultClient.Do(wreq); err == nil {
+			resp.Body.Close()
+		}
+	}
 	var s struct{ ID string }
 	_ = json.Unmarshal(post("/session", "{}"), &s)
+	paths := strings.NewReplacer("<DIR>", dir, "<ROOT>", root, "<HOME>", home)
 	for _, st := range pc.steps() {
-		post("/session/"+s.ID+"/"+st.Route, st.Body)
-		if st.Route == "summarize" {
+		if st.Route == "abort" {
+			waitStreamedText(t, srv.URL, sessionDir, s.ID)
+		}
+		post("/session/"+s.ID+"/"+st.Route, paths.Replace(st.Body))
+		if st.Route == "summarize" || st.Route == "abort" {
 			// The summary runs as its own turn (queued): wait for it.
-			wreq, _ := http.NewRequest("POST", srv.URL+"/api/session/"+s.ID+"/wait", nil)
-			if resp, err := http.DefaultClient.Do(wreq); err == nil {
-				resp.Body.Close()
-			}
+			wait(s.ID)
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(stub.Titles()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	norm := strings.NewReplacer(dir, "<DIR>", home, "<HOME>")
+	norm := strings.NewReplacer(dir, "<DIR>", home, "<HOME>", root, "<ROOT>")
 	decode := func(raws []json.RawMessage) []refRequest {
 		var out []refRequest
 		for _, raw := range raws {
@@ -166,6 +210,88 @@ func runOurs(t *testing.T, pc promptCase) promptRun {
 		return out
 	}
 	return promptRun{requests: decode(stub.Requests()), titles: decode(stub.Titles())}
+}
+
+// callID is a stub tool call's ID (call_<request>_<index>): the request
+// numbers count title requests too, which arrive in either order.
+var callID = regexp.MustCompile(`call_\d+_\d+`)
+
+// conversation is a request's messages after the system prompt, each as
+// role and canonical JSON content (tool calls and results included), with
+// the stub's call IDs made alike.
+func conversation(r refRequest) []string {
+	var out []string
+	for i, m := range r.Body.Messages {
+		if i == 0 && m.Role == "system" {
+			continue
+		}
+		var v any
+		_ = json.Unmarshal(m.Content, &v)
+		v = ownWords(v)
+		b, _ := json.Marshal(map[string]any{"role": m.Role, "content": v, "tool_calls": m.ToolCalls,
+			"tool_call_id": m.ToolCallID, "reasoning_content": m.ReasoningContent})
+		out = append(out, callID.ReplaceAllString(string(b), "call_N"))
+	}
+	return out
+}
+
+// ownWords replaces, in a message's content, the texts each server words
+// its own way (README, "Differences": our own words) by what they are: the
+// title question, the plan and build-switch reminders, the compaction
+// instructions after the conversation.
+func ownWords(v any) any {
+	switch x := v.(type) {
+	case string:
+		switch {
+		case x == agent.TitleQuestion || x == "Generate a title for this conversation:\n":
+			return "<title question>"
+		case strings.HasPrefix(x, "<system-reminder>") && strings.Contains(x, "lan mode"):
+			return "<plan reminder>"
+		case strings.HasPrefix(x, "<system-reminder>") && strings.Contains(x, "plan to build"):
+			return "<build-switch reminder>"
+		}
+		if i := strings.Index(x, "</conversation>\n\n"); i >= 0 {
+			return x[:i] + "</conversation>\n\n<compaction instructions>"
+		}
+		return x
+	case []any:
+		for i := range x {
+			x[i] = ownWords(x[i])
+		}
+	case map[string]any:
+		if t, ok := x["text"]; ok {
+			x["text"] = ownWords(t)
+		}
+	}
+	return v
+}
+
+// diffConversation reports the first difference between two conversations.
+func diffConversation(t *testing.T, what string, ours, ref []string) {
+	t.Helper()
+	if len(ours) != len(ref) {
+		t.Errorf("%s: %d messages, the reference %d\n ours %s\n  ref %s", what, len(ours), len(ref), strings.Join(ours, "\n      "), strings.Join(ref, "\n      "))
+		return
+	}
+	for k := range ref {
+		if ours[k] != ref[k] {
+			at := 0
+			for at < len(ours[k]) && at < len(ref[k]) && ours[k][at] == ref[k][at] {
+				at++
+			}
+			t.Errorf("%s, message %d, from byte %d:\n ours %s\n  ref %s", what, k+1, at, clipDiff(ours[k], at), clipDiff(ref[k], at))
+		}
+	}
+}
+
+// clipDiff keeps a long message readable in a failure: its start, and
+// where it differs.
+func clipDiff(s string, at int) string {
+	if len(s) <= 600 {
+		return s
+	}
+	from, to := max(at-200, 0), min(at+400, len(s))
+	return s[:min(200, from)] + " … " + s[from:to] + " …"
 }
 
 func loadRef(t *testing.T, name string) promptRun {
@@ -263,6 +389,7 @@ func TestPromptMatchesReference(t *testing.T) {
 						t.Errorf("tool %s parameters: ours %q, reference %q", name, op[name], want)
 					}
 				}
+				diffConversation(t, fmt.Sprintf("model call %d", i+1), conversation(ours.requests[i]), conversation(ref.requests[i]))
 				rl, ol := text(r.Messages[len(r.Messages)-1].Content), text(o.Messages[len(o.Messages)-1].Content)
 				if strings.Contains(rl, "<system-reminder>") != strings.Contains(ol, "<system-reminder>") {
 					t.Errorf("last user message: reminder in the reference %v, in ours %v", strings.Contains(rl, "<system-reminder>"), strings.Contains(ol, "<system-reminder>"))
@@ -281,9 +408,7 @@ func TestPromptMatchesReference(t *testing.T) {
 						t.Errorf("title message %d: %s, reference %s", k, o.Messages[k].Role, r.Messages[k].Role)
 					}
 				}
-				if n := len(r.Messages) - 1; text(o.Messages[n].Content) != text(r.Messages[n].Content) {
-					t.Errorf("title request's first message %q, reference %q", text(o.Messages[n].Content), text(r.Messages[n].Content))
-				}
+				diffConversation(t, "title request", conversation(ours.titles[i]), conversation(ref.titles[i]))
 			}
 		})
 	}

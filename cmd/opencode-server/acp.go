@@ -52,14 +52,10 @@ func runACP(ctx context.Context, args []string, stderr *os.File) error {
 	}
 	sctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var models []acp.Model
-	for _, m := range a.Models {
-		models = append(models, acp.Model{ID: m.ID, Name: m.Name, Context: m.Context})
-	}
 	done := make(chan error, 1)
 	go func() {
 		done <- acp.Serve(sctx, os.Stdin, os.Stdout, acp.Options{Core: a.Manager, Directory: o.directory,
-			Version: opencode.Version, Logger: log, Commands: a.Commands, Models: models})
+			Version: opencode.Version, Logger: log, Commands: a.Commands, Catalog: a.Catalog})
 	}()
 	select {
 	case err = <-done:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/opencode-server/opencode-server/api"
+	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/eventbus"
@@ -68,17 +69,18 @@ type App struct {
 	// Commands lists a directory's slash commands (built-ins, the
 	// config's, .opencode/command files), as GET /command does.
 	Commands func(dir string) []command.Command
-	// Models are the models prompts may name ("provider/model", with a
-	// display name), the default first.
-	Models []ModelChoice
-	done   chan struct{}
+	// Catalog is the models the server serves (the scripted model and the
+	// configured providers'), with their limits, cost and capabilities;
+	// routes, lifecycle and ACP all read this one.
+	Catalog *catalog.Catalog
+	done    chan struct{}
 }
 
-// ModelChoice is one model the server serves.
-type ModelChoice struct {
-	ID, Name string
-	// Context is its context window in tokens (0: unknown).
-	Context int64
+// scriptedModel is the built-in scripted model's catalog entry: text only,
+// 128000 tokens of context, 4096 of output.
+func scriptedModel() catalog.Model {
+	return catalog.Model{ID: scripted.ModelID, Name: "Scripted Model", Context: 128000, Output: 4096,
+		InputModalities: []string{"text"}, OutputModalities: []string{"text"}, Status: "active"}
 }
 
 type modelKey struct{ provider, model string }
@@ -112,12 +114,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 
 	// The scripted model is always there; configured OpenAI-compatible
 	// providers join it.
-	catalog := routes.Catalog{Providers: []routes.ProviderInfo{{ID: scripted.ProviderID, Name: "Scripted", Source: "custom",
-		Models: []routes.ModelInfo{{ID: scripted.ModelID, Name: "Scripted Model", Context: 128000, Output: 4096}}}}}
+	cat := &catalog.Catalog{Providers: []catalog.Provider{{ID: scripted.ProviderID, Name: "Scripted", Source: "custom",
+		Models: []catalog.Model{scriptedModel()}}}}
 	models := map[modelKey]provider.Provider{{scripted.ProviderID, scripted.ModelID}: def}
-	prices := map[modelKey][2]float64{}
-	outputs := map[modelKey]int64{}
-	contexts := map[modelKey]int64{}
 	for _, id := range o.Config.ProviderIDs() {
 		pc := o.Config.Provider[id]
 		if !pc.OpenAICompatible() {
@@ -129,29 +128,15 @@ func New(ctx context.Context, o Options) (*App, error) {
 			baseURL = "https://api.openai.com/v1"
 		}
 		p := openai.New(openai.Config{BaseURL: baseURL, APIKey: pc.Options.APIKey, Headers: pc.Options.Headers})
-		info := routes.ProviderInfo{ID: id, Name: pc.Name, NPM: pc.NPM, BaseURL: baseURL, Source: "config"}
+		info := catalog.Provider{ID: id, Name: pc.Name, NPM: pc.NPM, BaseURL: baseURL, Source: "config"}
 		if info.Name == "" {
 			info.Name = id
 		}
 		for _, mid := range slices.Sorted(maps.Keys(pc.Models)) {
-			mc := pc.Models[mid]
-			mi := routes.ModelInfo{ID: mid, Name: mc.Name, Context: mc.Limit.Context, Output: mc.Limit.Output, ToolCall: mc.ToolCall == nil || *mc.ToolCall}
-			if mi.Name == "" {
-				mi.Name = mid
-			}
-			info.Models = append(info.Models, mi)
+			info.Models = append(info.Models, catalog.FromConfig(mid, pc.Models[mid]))
 			models[modelKey{id, mid}] = p
-			if mc.Limit.Context > 0 {
-				contexts[modelKey{id, mid}] = mc.Limit.Context
-			}
-			if mc.Limit.Output > 0 {
-				outputs[modelKey{id, mid}] = mc.Limit.Output
-			}
-			if mc.Cost != nil {
-				prices[modelKey{id, mid}] = [2]float64{mc.Cost.Input, mc.Cost.Output}
-			}
 		}
-		catalog.Providers = append(catalog.Providers, info)
+		cat.Providers = append(cat.Providers, info)
 	}
 	defProvider, defModel := scripted.ProviderID, scripted.ModelID
 	if pid, mid, ok := config.SplitModel(o.Config.Model); ok {
@@ -161,15 +146,16 @@ func New(ctx context.Context, o Options) (*App, error) {
 			o.Logger.Warn("configured model is not served; using the scripted model", "model", o.Config.Model)
 		}
 	}
-	catalog.Model = defProvider + "/" + defModel
-	catalog.SmallModel = catalog.Model
+	cat.Model = defProvider + "/" + defModel
+	cat.SmallModel = cat.Model
 	var smallPID, smallMID string
 	if pid, mid, ok := config.SplitModel(o.Config.SmallModel); ok {
 		if _, known := models[modelKey{pid, mid}]; known {
-			catalog.SmallModel = o.Config.SmallModel
+			cat.SmallModel = o.Config.SmallModel
 			smallPID, smallMID = pid, mid
 		}
 	}
+	a.Catalog = cat.Build()
 	rules, err := lifecycle.ParseRules(o.Config.Permission)
 	if err != nil {
 		return nil, err
@@ -189,31 +175,15 @@ func New(ctx context.Context, o Options) (*App, error) {
 			p, ok := models[modelKey{pid, mid}]
 			return p, ok
 		},
-		Price: func(pid, mid string) (float64, float64, bool) {
-			p, ok := prices[modelKey{pid, mid}]
-			return p[0], p[1], ok
-		},
-		OutputLimit:  func(pid, mid string) int64 { return outputs[modelKey{pid, mid}] },
-		ContextLimit: func(pid, mid string) int64 { return contexts[modelKey{pid, mid}] }})
+		Catalog: cat})
 	if err := a.Manager.Resume(ctx); err != nil {
 		a.Manager.Close()
 		return nil, err
 	}
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
-		Password: o.Password, Catalog: catalog, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
+		Password: o.Password, Catalog: cat, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
 		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers, ForwardWindow: o.ForwardWindow})
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
-	a.Models = []ModelChoice{{ID: catalog.Model}}
-	for _, p := range catalog.Providers {
-		for _, m := range p.Models {
-			c := ModelChoice{ID: p.ID + "/" + m.ID, Name: p.Name + " · " + m.Name, Context: m.Context}
-			if c.ID == catalog.Model {
-				a.Models[0] = c
-				continue
-			}
-			a.Models = append(a.Models, c)
-		}
-	}
 	started = true
 	return a, nil
 }

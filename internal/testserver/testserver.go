@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/internal/apitest"
@@ -50,12 +51,14 @@ type Options struct {
 
 // Server is a running test server.
 type Server struct {
-	URL       string
-	App       *app.App
-	Manager   *lifecycle.Manager
-	Bus       *eventbus.Bus
-	Store     store.Store
-	Model     *scripted.Model
+	URL     string
+	App     *app.App
+	Manager *lifecycle.Manager
+	Bus     *eventbus.Bus
+	Store   store.Store
+	Model   *scripted.Model
+	// Catalog is the server's model catalog (App.Catalog).
+	Catalog   *catalog.Catalog
 	DataDir   string
 	Directory string
 	srv       *http.Server
@@ -112,7 +115,7 @@ func Start(t testing.TB, o Options) *Server {
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}
-	s.Manager, s.Bus, s.Model = s.App.Manager, s.App.Bus, s.App.Model
+	s.Manager, s.Bus, s.Model, s.Catalog = s.App.Manager, s.App.Bus, s.App.Model, s.App.Catalog
 	h := apitest.Middleware(t, s.App.Handler) // every response is checked against api/openapi.yaml
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()

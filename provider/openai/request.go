@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/opencode-server/opencode-server/provider"
 )
@@ -24,10 +25,14 @@ type streamOptions struct {
 }
 
 type chatMessage struct {
-	Role       string         `json:"role"`
-	Content    string         `json:"content"`
-	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string         `json:"tool_call_id,omitempty"`
+	Role string `json:"role"`
+	// Content is a string, or for a user message of several parts an
+	// array of content parts (as @ai-sdk/openai-compatible sends it).
+	Content any `json:"content"`
+	// ReasoningContent is an assistant's earlier reasoning, sent back.
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID       string         `json:"tool_call_id,omitempty"`
 }
 
 type chatToolCall struct {
@@ -72,7 +77,7 @@ func buildRequest(req provider.Request) chatRequest {
 	}
 	for _, m := range req.Messages {
 		if m.Memo != nil {
-			out.Messages = append(out.Messages, m.Memo.Bytes(func() []byte { return encodeMessage(m) }))
+			out.Messages = append(out.Messages, m.Memo.Bytes(memoKey, func() []byte { return encodeMessage(m) }))
 		} else {
 			out.Messages = append(out.Messages, encodeMessage(m))
 		}
@@ -93,11 +98,81 @@ func buildRequest(req provider.Request) chatRequest {
 	return out
 }
 
+// memoKey names this encoder's encodings in a message's memo.
+const memoKey = "openai-chat"
+
+// contentPart is one element of a chat-completions content array.
+type contentPart struct {
+	Type     string    `json:"type"`
+	Text     string    `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+	File     *fileData `json:"file,omitempty"`
+}
+
+type imageURL struct {
+	URL string `json:"url"`
+}
+
+type fileData struct {
+	Filename string `json:"filename,omitempty"`
+	FileData string `json:"file_data"`
+}
+
+// userContent is a user message's content as @ai-sdk/openai-compatible
+// encodes it: one text part as a plain string, anything else as an array
+// (images as image_url, PDFs as file, texts as text).
+func userContent(m provider.Message) any {
+	if m.Parts == nil {
+		return m.Content
+	}
+	if len(m.Parts) == 1 && m.Parts[0].Type == provider.PartText {
+		return m.Parts[0].Text
+	}
+	out := make([]contentPart, 0, len(m.Parts))
+	for _, p := range m.Parts {
+		switch {
+		case p.Type == provider.PartText:
+			out = append(out, contentPart{Type: "text", Text: p.Text})
+		case p.Type == provider.PartFile && strings.HasPrefix(p.MediaType, "image/"):
+			out = append(out, contentPart{Type: "image_url", ImageURL: &imageURL{URL: p.Data}})
+		case p.Type == provider.PartFile && p.MediaType == "application/pdf":
+			name := p.Filename
+			if name == "" {
+				name = "document.pdf"
+			}
+			out = append(out, contentPart{Type: "file", File: &fileData{Filename: name, FileData: p.Data}})
+		}
+	}
+	return out
+}
+
+// assistantText is an assistant message's texts and reasoning, each
+// concatenated (reasoning goes back as reasoning_content).
+func assistantText(m provider.Message) (text, reasoning string) {
+	if m.Parts == nil {
+		return m.Content, ""
+	}
+	var b, r strings.Builder
+	for _, p := range m.Parts {
+		switch p.Type {
+		case provider.PartText:
+			b.WriteString(p.Text)
+		case provider.PartReasoning:
+			r.WriteString(p.Text)
+		}
+	}
+	return b.String(), r.String()
+}
+
 // encodeMessage is one message in the OpenAI wire form.
 func encodeMessage(m provider.Message) json.RawMessage {
 	cm := chatMessage{Role: m.Role, Content: m.Content}
 	switch m.Role {
+	case "user":
+		cm.Content = userContent(m)
 	case "assistant":
+		text, reasoning := assistantText(m)
+		cm.Content, cm.ReasoningContent = text, reasoning
 		for _, tc := range m.ToolCalls {
 			args := string(tc.Arguments)
 			if args == "" {

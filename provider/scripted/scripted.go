@@ -63,7 +63,7 @@ func (m *Model) ReplyFor(req provider.Request) string {
 	last := ""
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		if req.Messages[i].Role == "user" {
-			last = req.Messages[i].Content
+			last = req.Messages[i].Texts()
 			break
 		}
 	}
@@ -77,7 +77,7 @@ func (m *Model) Stream(ctx context.Context, req provider.Request, emit func(prov
 		// first line (not recorded: Calls are the turns' model calls).
 		last := ""
 		if n := len(req.Messages); n > 0 {
-			last = req.Messages[n-1].Content
+			last = req.Messages[n-1].Texts()
 		}
 		last, _, _ = strings.Cut(strings.TrimSpace(last), "\n")
 		n := 0
@@ -117,8 +117,8 @@ func (m *Model) Stream(ctx context.Context, req provider.Request, emit func(prov
 		return err
 	}
 	in := int64(0)
-	for _, msg := range req.Messages {
-		in += int64(len(strings.Fields(msg.Content)))
+	for i := range req.Messages {
+		in += int64(len(strings.Fields(req.Messages[i].Texts())))
 	}
 	emit(provider.Chunk{Kind: provider.Finish, Reason: "stop",
 		Usage: provider.Usage{Input: in, Output: int64(len(strings.Fields(reply)))}})

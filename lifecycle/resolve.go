@@ -1,0 +1,208 @@
+package lifecycle
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/tool"
+)
+
+// needsResolving reports whether an input has parts that become model
+// input only through what the server adds (a file's content, an agent's
+// hint): a plain text prompt pays nothing for them.
+func needsResolving(parts []opencode.Part) bool {
+	for _, p := range parts {
+		if p.Type == opencode.PartAgent {
+			return true
+		}
+		if p.Type == opencode.PartFile && strings.HasPrefix(p.URL, "file:") {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveParts turns an input's parts into the user message's parts as
+// OpenCode's createUserMessage stores them (session/prompt.ts): a text file
+// gains the synthetic texts of a Read call and its output, a directory its
+// listing, a binary file on disk becomes a data: URL, an agent mention the
+// hint to call the task tool. It runs before admission, off the session's
+// runner (it reads files); dir is the session's directory and denied
+// reports whether the agent's rules deny a subagent. The synthetic parts
+// are stored, so every view and a restart show what the model was sent.
+func (m *Manager) resolveParts(ctx context.Context, parts []opencode.Part, dir string, denied func(agent string) bool) []opencode.Part {
+	out := make([]opencode.Part, 0, len(parts)+2)
+	synthetic := func(text string) opencode.Part {
+		return opencode.Part{ID: m.ids.NewPart(), Type: opencode.PartText, Text: text, Synthetic: true}
+	}
+	for _, p := range parts {
+		switch {
+		case p.Type == opencode.PartAgent:
+			hint := ""
+			if denied != nil && denied(p.Name) {
+				hint = " . Invoked by user; guaranteed to exist."
+			}
+			out = append(out, p, synthetic(" Use the above message and context to generate a prompt and call the task tool with subagent: "+p.Name+hint))
+		case p.Type == opencode.PartFile && strings.HasPrefix(p.URL, "file:"):
+			out = append(out, m.resolveFile(ctx, p, dir, synthetic)...)
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// readCall is the read tool's input as OpenCode writes it in the synthetic
+// "Called the Read tool" text (JSON.stringify: unset fields left out).
+type readCall struct {
+	FilePath string `json:"filePath"`
+	Offset   *int   `json:"offset,omitempty"`
+	Limit    *int   `json:"limit,omitempty"`
+}
+
+func (c readCall) text() string {
+	b, _ := json.Marshal(c)
+	return "Called the Read tool with the following input: " + string(b)
+}
+
+// resolveFile is one file:// part as OpenCode stores it.
+func (m *Manager) resolveFile(ctx context.Context, p opencode.Part, dir string, synthetic func(string) opencode.Part) []opencode.Part {
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		return []opencode.Part{p}
+	}
+	path := u.Path
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	path = filepath.Clean(path)
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		p.Mime = "application/x-directory" // whatever the client called it
+	}
+	switch p.Mime {
+	case "text/plain":
+		call := readCall{FilePath: path}
+		if s := u.Query().Get("start"); s != "" {
+			// The TUI's line selection: file://…?start=N&end=M.
+			if start, err := strconv.Atoi(s); err == nil {
+				off := max(start, 1)
+				call.Offset = &off
+				if e, err := strconv.Atoi(u.Query().Get("end")); err == nil && e != 0 {
+					lim := e - (off - 1)
+					call.Limit = &lim
+				}
+			}
+		}
+		out := []opencode.Part{synthetic(call.text())}
+		if mime := sniffMedia(path); mime != "" {
+			// The read tool returns images and PDFs as attachments, which
+			// replace the file part.
+			b, err := readLimited(path, maxAttachment)
+			if err != nil {
+				return append(out, synthetic(fmt.Sprintf("Read tool failed to read %s with the following error: %s", path, err)))
+			}
+			msg := "Image read successfully"
+			if mime == "application/pdf" {
+				msg = "PDF read successfully"
+			}
+			att := opencode.Part{ID: m.ids.NewPart(), Type: opencode.PartFile, Mime: mime, Filename: p.Filename, Synthetic: true,
+				URL: "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(b)}
+			return append(out, synthetic(msg), att)
+		}
+		res, err := m.userRead(ctx, call)
+		if err != nil {
+			return append(out, synthetic(fmt.Sprintf("Read tool failed to read %s with the following error: %s", path, err)))
+		}
+		return append(out, synthetic(res), p)
+	case "application/x-directory":
+		call := readCall{FilePath: path}
+		res, err := m.userRead(ctx, call)
+		if err != nil {
+			// OpenCode stores only the failure here.
+			return []opencode.Part{synthetic(fmt.Sprintf("Read tool failed to read %s with the following error: %s", path, err))}
+		}
+		return []opencode.Part{synthetic(call.text()), synthetic(res), p}
+	}
+	// A binary file (an image, a PDF): its bytes go to the model as a
+	// data: URL.
+	// The path as it is, not JSON-escaped: OpenCode writes this one by hand.
+	out := []opencode.Part{synthetic(`Called the Read tool with the following input: {"filePath":"` + path + `"}`)}
+	b, err := readLimited(path, maxAttachment)
+	if err != nil {
+		return append(out, synthetic(fmt.Sprintf("Read tool failed to read %s with the following error: %s", path, err)))
+	}
+	f := p
+	f.URL = "data:" + p.Mime + ";base64," + base64.StdEncoding.EncodeToString(b)
+	return append(out, f)
+}
+
+// maxAttachment bounds a binary file read into a prompt.
+const maxAttachment = 50 << 20
+
+func readLimited(path string, limit int64) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("File not found: %s", path)
+		}
+		return nil, err
+	}
+	if fi.IsDir() {
+		return nil, fmt.Errorf("%s is a directory", path)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s is larger than %d MB", path, limit>>20)
+	}
+	return os.ReadFile(path)
+}
+
+// userRead runs the read tool for a file the user attached: the user chose
+// it, so it is read wherever it is (the tool is rooted at its directory).
+func (m *Manager) userRead(ctx context.Context, call readCall) (string, error) {
+	input, _ := json.Marshal(call)
+	root := filepath.Dir(call.FilePath)
+	if fi, err := os.Stat(call.FilePath); err == nil && fi.IsDir() {
+		root = call.FilePath
+	}
+	res, err := tool.Read{}.Run(ctx, tool.Call{Dir: root, Input: input})
+	if err != nil {
+		return "", err
+	}
+	return res.Output, nil
+}
+
+// sniffMedia is the media type of an image or PDF file by its first bytes
+// (OpenCode's read tool: png, jpeg, gif, webp, pdf), or "".
+func sniffMedia(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var b [16]byte
+	n, _ := f.Read(b[:])
+	h := b[:n]
+	switch {
+	case bytes.HasPrefix(h, []byte{137, 80, 78, 71, 13, 10, 26, 10}):
+		return "image/png"
+	case bytes.HasPrefix(h, []byte{255, 216, 255}):
+		return "image/jpeg"
+	case bytes.HasPrefix(h, []byte("GIF8")):
+		return "image/gif"
+	case len(h) >= 12 && bytes.Equal(h[:4], []byte("RIFF")) && bytes.Equal(h[8:12], []byte("WEBP")):
+		return "image/webp"
+	case bytes.HasPrefix(h, []byte("%PDF-")):
+		return "application/pdf"
+	}
+	return ""
+}
