@@ -152,6 +152,14 @@ func stubServer(t *testing.T) *server {
 // added to the stub model's config, e.g. a cost table).
 func stubServerWith(t *testing.T, modelExtra string) *server {
 	t.Helper()
+	srv, _ := stubServerModel(t, modelExtra)
+	return srv
+}
+
+// stubServerModel is stubServerWith that also returns the stub model, whose
+// recorded requests show what the server sent the model.
+func stubServerModel(t *testing.T, modelExtra string) (*server, *stubmodel.Server) {
+	t.Helper()
 	stub := stubmodel.NewServer(t, stubmodel.Directives, stubmodel.WithChunks(3), stubmodel.WithDelay(30*time.Millisecond))
 	cfg := filepath.Join(t.TempDir(), "opencode.json")
 	body := `{"model":"stub/stub-model","small_model":"stub/stub-model","provider":{"stub":{"npm":"@ai-sdk/openai-compatible",` +
@@ -164,7 +172,7 @@ func stubServerWith(t *testing.T, modelExtra string) *server {
 	if err := os.WriteFile(filepath.Join(srv.Dir, "README.md"), []byte("# Demo\nhello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return srv
+	return srv, stub
 }
 
 // footerRE is the TUI's line under a finished turn: agent, model, duration.
