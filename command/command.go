@@ -25,14 +25,17 @@ import (
 
 // Command is one command as GET /command lists it.
 type Command struct {
-	Name        string   `json:"name"`
-	Description string   `json:"description,omitempty"`
-	Agent       string   `json:"agent,omitempty"`
-	Model       string   `json:"model,omitempty"`
-	Source      string   `json:"source"`
-	Template    string   `json:"template"`
-	Subtask     bool     `json:"subtask,omitempty"`
-	Hints       []string `json:"hints"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Agent       string `json:"agent,omitempty"`
+	Model       string `json:"model,omitempty"`
+	Source      string `json:"source"`
+	Template    string `json:"template"`
+	Subtask     bool   `json:"subtask,omitempty"`
+	// NoSubtask: the command says subtask: false (a subagent's command
+	// then runs in the session itself).
+	NoSubtask bool     `json:"-"`
+	Hints     []string `json:"hints"`
 }
 
 // builtin are OpenCode's own commands (our words for the same jobs).
@@ -65,7 +68,7 @@ func List(dir string, cfg map[string]config.CommandConfig, globalDir string) []C
 	for name, c := range cfg {
 		cmd := Command{Name: name, Description: c.Description, Agent: c.Agent, Model: c.Model, Template: c.Template, Source: "command"}
 		if c.Subtask != nil {
-			cmd.Subtask = *c.Subtask
+			cmd.Subtask, cmd.NoSubtask = *c.Subtask, !*c.Subtask
 		}
 		cmd.Hints = Hints(cmd.Template)
 		byName[name] = cmd
@@ -127,7 +130,7 @@ func readDir(root string) []Command {
 		name := strings.TrimSuffix(filepath.ToSlash(rel), ".md")
 		meta, body := frontmatter(string(b))
 		c := Command{Name: name, Description: meta["description"], Agent: meta["agent"], Model: meta["model"],
-			Template: strings.TrimSpace(body), Source: "command", Subtask: meta["subtask"] == "true"}
+			Template: strings.TrimSpace(body), Source: "command", Subtask: meta["subtask"] == "true", NoSubtask: meta["subtask"] == "false"}
 		c.Hints = Hints(c.Template)
 		out = append(out, c)
 		return nil

@@ -116,3 +116,54 @@ func TestInputHistoryAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestSubtaskCommand: a command with subtask: true runs as OpenCode runs
+// it: the user message holds a subtask part, the turn starts with a task
+// call of the command's agent (a child session gets the expanded template
+// as its prompt), then the model goes on from the task's result after a
+// synthetic "Summarize the task tool output above" message.
+func TestSubtaskCommand(t *testing.T) {
+	project := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(project, ".opencode", "command"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := "---\ndescription: look around\nagent: explore\nsubtask: true\n---\nLook at $ARGUMENTS and report.\n"
+	if err := os.WriteFile(filepath.Join(project, ".opencode", "command", "look.md"), []byte(cmd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stub := stubmodel.NewServer(t, stubmodel.Echo)
+	srv := testserver.Start(t, testserver.Options{Directory: project, Config: stubConfig(stub.URL(), "")})
+	sid := newSession(t, srv.URL)
+	if code, b := post(t, srv.URL+"/session/"+sid+"/command", `{"command":"look","arguments":"main.go"}`); code != 200 {
+		t.Fatalf("command: %d %s", code, b)
+	}
+	reqs := decodeRequests(t, stub.Requests())
+	if len(reqs) != 2 {
+		t.Fatalf("%d model calls, want 2 (the subagent's, then the session's)", len(reqs))
+	}
+	child := reqs[0].Messages[len(reqs[0].Messages)-1]
+	if child.Role != "user" || child.Content != "Look at main.go and report." {
+		t.Errorf("the subagent was sent %q", child.Content)
+	}
+	msgs := reqs[1].Messages
+	var roles []string
+	for _, m := range msgs[1:] {
+		roles = append(roles, m.Role+": "+m.Content)
+	}
+	got := strings.Join(roles, "\n")
+	for _, want := range []string{
+		"user: The following tool was executed by the user",
+		"tool: ",
+		"user: Summarize the task tool output above and continue with your task.",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the session's call lacks %q:\n%s", want, got)
+		}
+	}
+	if n := len(msgs); msgs[n-1].Role != "user" || !strings.HasPrefix(msgs[n-1].Content, "Summarize the task tool output") {
+		t.Errorf("the last message is %s %q", msgs[n-1].Role, msgs[n-1].Content)
+	}
+	if len(msgs) < 3 || msgs[len(msgs)-3].ToolCalls == nil || msgs[len(msgs)-3].ToolCalls[0].Function.Name != "task" {
+		t.Errorf("no task call before the result:\n%s", got)
+	}
+}

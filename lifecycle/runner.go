@@ -127,6 +127,9 @@ type step struct {
 	calls     []*toolRun
 	// shell: the step runs a user's command, not a model call.
 	shell bool
+	// subtask: the step (a shell step) runs a subtask part's task call;
+	// a model call follows it.
+	subtask *opencode.Part
 	// snapshot is the project's files when the step started ("" untracked).
 	snapshot string
 	// streamed is set when the model call returned; err is its error.

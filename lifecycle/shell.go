@@ -46,3 +46,60 @@ func (m *Manager) CommandExecuted(ctx context.Context, sessionID, name, argument
 			"arguments": arguments, "messageID": messageID})
 	})
 }
+
+// subtaskOf is the subtask part of a batch's last input, if any: its turn
+// runs the task call first (OpenCode's handleSubtask).
+func subtaskOf(batch []*opencode.Input) *opencode.Part {
+	if len(batch) == 0 {
+		return nil
+	}
+	parts := batch[len(batch)-1].Parts
+	for i := len(parts) - 1; i >= 0; i-- {
+		if parts[i].Type == opencode.PartSubtask {
+			return &parts[i]
+		}
+	}
+	return nil
+}
+
+// subtaskSummarize is the synthetic user message after a command's subtask.
+const subtaskSummarize = "Summarize the task tool output above and continue with your task."
+
+// startSubtaskStep opens the assistant message of a subtask part, under
+// the subagent's name, and runs the part as a task call in it.
+func (r *runner) startSubtaskStep(sub opencode.Part) {
+	now := r.m.now()
+	tu := r.turn
+	r.steps++
+	st := &step{n: r.steps, shell: true, streamed: true, subtask: &sub}
+	model := tu.model
+	if sub.Model != nil && r.m.HasModel(sub.Model.ProviderID, sub.Model.ModelID) {
+		model = *sub.Model
+	}
+	st.msg = opencode.Message{ID: r.m.ids.NewMessage(), SessionID: r.id, Role: opencode.Assistant,
+		Time: opencode.MessageTime{Created: now}, ParentID: tu.parentID, ModelID: model.ModelID,
+		ProviderID: model.ProviderID, Mode: sub.Agent, Agent: sub.Agent,
+		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
+	tu.step = st
+	r.outbox().message(st.msg)
+	in := map[string]string{"prompt": sub.Prompt, "description": sub.Description, "subagent_type": sub.Agent}
+	if sub.Command != "" {
+		in["command"] = sub.Command
+	}
+	args, _ := json.Marshal(in)
+	r.toolCall(st, &provider.ToolCall{ID: "call_" + r.m.ids.NewPart()[4:], Name: "task", Arguments: args})
+}
+
+// syntheticUser adds a user message of one synthetic text to the running
+// turn (no input: the server wrote it), which the next model call follows.
+func (r *runner) syntheticUser(t *outbox, text string, now int64) {
+	tu := r.turn
+	msg := opencode.Message{ID: r.m.ids.NewMessage(), SessionID: r.id, Role: opencode.User,
+		Time: opencode.MessageTime{Created: now}, Agent: tu.agent,
+		Model: &opencode.MessageModel{ProviderID: tu.model.ProviderID, ModelID: tu.model.ModelID}}
+	p := opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id, MessageID: msg.ID, Type: opencode.PartText, Text: text, Synthetic: true}
+	t.message(msg)
+	t.part(p, now)
+	tu.parentID = msg.ID
+	r.remember(opencode.MessageWithParts{Info: msg, Parts: []opencode.Part{p}})
+}

@@ -86,6 +86,10 @@ func (r *runner) maybeStart() {
 		r.startShellStep(batch[0].Shell)
 		return
 	}
+	if st := subtaskOf(batch); st != nil && reply {
+		r.startSubtaskStep(*st)
+		return
+	}
 	if !reply {
 		r.endTurn()
 		return
@@ -465,10 +469,22 @@ func (r *runner) endStep(err error) {
 	if st.shell {
 		// A user's command: one tool part, no model call, no step parts.
 		st.msg.Time.Completed = &now
+		if st.subtask != nil {
+			st.msg.Finish = "tool-calls"
+		}
 		t.message(st.msg)
 		r.remember(opencode.MessageWithParts{Info: st.msg, Parts: st.parts})
 		tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 		tu.step = nil
+		if st.subtask != nil {
+			// As OpenCode: the model goes on from the task's result, told
+			// to sum it up when a command started it.
+			if st.subtask.Command != "" {
+				r.syntheticUser(t, subtaskSummarize, now)
+			}
+			r.startStep()
+			return
+		}
 		r.endTurn()
 		return
 	}

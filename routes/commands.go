@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -118,6 +119,25 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	}
 	home, _ := os.UserHomeDir()
 	parts := command.Prompt(r.Context(), cmd.Template, *b.Arguments, s.directory(r), home, s.knownAgent, s.ids.NewPart)
+	if s.subtask(cmd, agent) {
+		// As OpenCode: the command runs as a task call of its agent (a
+		// subagent), from the session's own agent and model.
+		if agent == "" {
+			agent = defaultSubtaskAgent
+		}
+		taskModel := model
+		if taskModel == nil {
+			taskModel = s.sessionModel(r.Context(), id)
+		}
+		parts = []opencode.Part{{ID: s.ids.NewPart(), Type: opencode.PartSubtask, Agent: agent, Description: cmd.Description,
+			Command: cmd.Name, Model: taskModel, Prompt: parts[0].Text}}
+		agent, model = b.Agent, nil
+		if b.Model != "" {
+			if pid, mid, ok := config.SplitModel(b.Model); ok {
+				model = &opencode.MessageModel{ProviderID: pid, ModelID: mid}
+			}
+		}
+	}
 	if len(b.Parts) > 0 {
 		extra, err := s.decodeParts(b.Parts)
 		if err != nil {
@@ -264,5 +284,38 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, res.Message)
+	return nil
+}
+
+// defaultSubtaskAgent runs a subtask command that names no agent.
+const defaultSubtaskAgent = "general"
+
+// subtask reports whether a command runs as a subtask (OpenCode's rule: its
+// agent is a subagent and it does not say subtask: false, or it says
+// subtask: true).
+func (s *Server) subtask(cmd command.Command, agentName string) bool {
+	if cmd.Subtask {
+		return true
+	}
+	if cmd.NoSubtask || agentName == "" {
+		return false
+	}
+	for _, a := range s.m.Agents() {
+		if a.Name == agentName {
+			return a.Mode == "subagent"
+		}
+	}
+	return false
+}
+
+// sessionModel is the model a session's next turn uses: its own, else the
+// server's default.
+func (s *Server) sessionModel(ctx context.Context, id string) *opencode.MessageModel {
+	if sess, err := s.m.GetSession(ctx, id); err == nil && sess.Model != nil {
+		return &opencode.MessageModel{ProviderID: sess.Model.ProviderID, ModelID: sess.Model.ID}
+	}
+	if m, ok := s.cfg.Catalog.Default(); ok {
+		return &opencode.MessageModel{ProviderID: m.ProviderID, ModelID: m.ID}
+	}
 	return nil
 }
