@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencode-server/opencode-server/config"
+	"github.com/opencode-server/opencode-server/internal/mcpstub"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 )
@@ -165,5 +167,70 @@ func TestSubtaskCommand(t *testing.T) {
 	}
 	if len(msgs) < 3 || msgs[len(msgs)-3].ToolCalls == nil || msgs[len(msgs)-3].ToolCalls[0].Function.Name != "task" {
 		t.Errorf("no task call before the result:\n%s", got)
+	}
+}
+
+// TestMCPResourcePart: GET /experimental/resource lists the MCP servers'
+// resources as OpenCode keys them; a file part whose source names one is
+// stored as OpenCode 1.18.33 stores it (what was read, the text as a
+// synthetic part; a PNG as a note and an image part) and the model is sent
+// those texts (the image as OpenCode's error text on a text-only model).
+func TestMCPResourcePart(t *testing.T) {
+	stub := stubmodel.NewServer(t, stubmodel.Echo)
+	cfg := stubConfig(stub.URL(), "")
+	cfg.MCP = map[string]config.MCPConfig{"stub": {Type: "local", Command: []string{os.Args[0], "-test.run=^$"},
+		Environment: map[string]string{mcpstub.Env: "1"}}}
+	srv := testserver.Start(t, testserver.Options{Config: cfg})
+	resp, err := http.Get(srv.URL + "/experimental/resource")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list map[string]struct{ Name, URI, MimeType, Client string }
+	_ = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if r := list["stub:notes"]; r.URI != mcpstub.NotesURI || r.Client != "stub" || r.MimeType != "text/plain" {
+		t.Fatalf("GET /experimental/resource = %+v", list)
+	}
+	sid := newSession(t, srv.URL)
+	part := func(name, uri, mime string) string {
+		return `{"type":"file","mime":"` + mime + `","filename":"` + name + `","url":"` + uri + `",` +
+			`"source":{"type":"resource","clientName":"stub","uri":"` + uri + `","text":{"value":"@` + name + `","start":0,"end":1}}}`
+	}
+	body := `{"parts":[{"type":"text","text":"use these"},` + part("notes", mcpstub.NotesURI, "text/plain") + `,` +
+		part("dot", mcpstub.DotURI, "image/png") + `,` + part("gone", "stub://gone", "text/plain") + `]}`
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", body); code != 200 {
+		t.Fatalf("prompt: %d %s", code, b)
+	}
+	reqs := decodeRequests(t, stub.Requests())
+	var raw struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(stub.Requests()[len(reqs)-1], &raw); err != nil {
+		t.Fatal(err)
+	}
+	var content []struct{ Type, Text string }
+	if err := json.Unmarshal(raw.Messages[len(raw.Messages)-1].Content, &content); err != nil {
+		t.Fatalf("last user content %s: %v", raw.Messages[len(raw.Messages)-1].Content, err)
+	}
+	var texts []string
+	for _, c := range content {
+		texts = append(texts, c.Type+": "+c.Text)
+	}
+	want := []string{
+		"text: use these",
+		"text: Reading MCP resource: notes (" + mcpstub.NotesURI + ")",
+		"text: " + mcpstub.NotesText,
+		"text: Reading MCP resource: dot (" + mcpstub.DotURI + ")",
+		"text: [Binary MCP resource attached: " + mcpstub.DotURI + " (image/png)]",
+		`text: ERROR: Cannot read "` + mcpstub.DotURI + `" (this model does not support image input). Inform the user.`,
+		"text: Reading MCP resource: gone (stub://gone)",
+	}
+	got := strings.Join(texts, "\n")
+	if len(texts) != len(want)+1 || !strings.HasPrefix(got, strings.Join(want, "\n")) ||
+		!strings.HasPrefix(texts[len(want)], "text: Failed to read MCP resource gone: ") {
+		t.Errorf("the model was sent\n%s\nwant\n%s\n(then Failed to read MCP resource gone: …)", got, strings.Join(want, "\n"))
 	}
 }

@@ -43,8 +43,11 @@ type Config struct {
 	Tools []tool.Tool
 	// MoreTools, if set, are tools that come and go while the server runs
 	// (the connected MCP servers'), offered after Tools.
-	MoreTools func() []tool.Tool
-	Rules     []Rule
+	// ReadResource reads an MCP resource a prompt's file part names (nil:
+	// no MCP servers).
+	ReadResource func(ctx context.Context, client, uri string) ([]ResourceContent, error)
+	MoreTools    func() []tool.Tool
+	Rules        []Rule
 	// Catalog describes the models: their price (a miss: free), context
 	// window (0 or a miss: none; such a model is never compacted
 	// automatically) and output limit (0 or a miss: none; else a model

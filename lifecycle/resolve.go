@@ -25,11 +25,112 @@ func needsResolving(parts []opencode.Part) bool {
 		if p.Type == opencode.PartAgent {
 			return true
 		}
-		if p.Type == opencode.PartFile && strings.HasPrefix(p.URL, "file:") {
+		if p.Type == opencode.PartFile && (strings.HasPrefix(p.URL, "file:") || resourceOf(p) != nil ||
+			(p.Mime == "text/plain" && strings.HasPrefix(p.URL, "data:"))) {
 			return true
 		}
 	}
 	return false
+}
+
+// resourceSource is a file part's source when it names an MCP resource.
+type resourceSource struct {
+	Type       string `json:"type"`
+	ClientName string `json:"clientName"`
+	URI        string `json:"uri"`
+}
+
+// resourceOf is the MCP resource a file part names, if any.
+func resourceOf(p opencode.Part) *resourceSource {
+	if len(p.Source) == 0 || !bytes.Contains(p.Source, []byte(`"resource"`)) {
+		return nil
+	}
+	var src resourceSource
+	if json.Unmarshal(p.Source, &src) != nil || src.Type != "resource" {
+		return nil
+	}
+	return &src
+}
+
+// ResourceContent is one piece of an MCP resource read: Text, or Blob
+// (base64) of MimeType.
+type ResourceContent struct {
+	URI, MimeType, Text, Blob string
+}
+
+// mcpAttachable are the media types a binary MCP resource may be attached
+// as (OpenCode's list), and maxResource its size limit.
+var mcpAttachable = map[string]bool{"application/pdf": true, "image/gif": true, "image/jpeg": true, "image/png": true, "image/webp": true}
+
+const maxResource = 10 << 20
+
+// resolveResource is a file part naming an MCP resource as OpenCode 1.18.33
+// stores it: what was read, each text as a synthetic text, each binary as a
+// note and (if it is an image or PDF within the limit) a file part; the
+// part itself is not kept.
+func (m *Manager) resolveResource(ctx context.Context, p opencode.Part, src *resourceSource, synthetic func(string) opencode.Part) []opencode.Part {
+	out := []opencode.Part{synthetic(fmt.Sprintf("Reading MCP resource: %s (%s)", p.Filename, src.URI))}
+	var contents []ResourceContent
+	err := errors.New("no MCP servers")
+	if m.cfg.ReadResource != nil {
+		contents, err = m.cfg.ReadResource(ctx, src.ClientName, src.URI)
+	}
+	if err != nil {
+		return append(out, synthetic(fmt.Sprintf("Failed to read MCP resource %s: %s", p.Filename, err)))
+	}
+	for _, c := range contents {
+		switch {
+		case c.Text != "":
+			out = append(out, synthetic(c.Text))
+		case c.Blob != "":
+			mime := c.MimeType
+			if mime == "" {
+				mime = p.Mime
+			}
+			name := c.URI
+			if name == "" {
+				name = p.Filename
+			}
+			if name == "" {
+				name = src.URI
+			}
+			size := decodedSize(c.Blob)
+			switch {
+			case !mcpAttachable[mime]:
+				out = append(out, synthetic(fmt.Sprintf("[Binary MCP resource omitted: %s (%s, %s) is not a supported attachment type]", name, mime, byteSize(size))))
+			case size > maxResource:
+				out = append(out, synthetic(fmt.Sprintf("[Binary MCP resource omitted: %s (%s, %s) exceeds %s]", name, mime, byteSize(size), byteSize(maxResource))))
+			default:
+				out = append(out, synthetic(fmt.Sprintf("[Binary MCP resource attached: %s (%s)]", name, mime)),
+					opencode.Part{ID: m.ids.NewPart(), Type: opencode.PartFile, Mime: mime, Filename: name,
+						URL: "data:" + mime + ";base64," + c.Blob})
+			}
+		}
+	}
+	return out
+}
+
+// decodedSize is the size of base64 data once decoded.
+func decodedSize(b64 string) int {
+	b64 = strings.Join(strings.Fields(b64), "")
+	n := len(b64) * 3 / 4
+	if strings.HasSuffix(b64, "==") {
+		n -= 2
+	} else if strings.HasSuffix(b64, "=") {
+		n--
+	}
+	return n
+}
+
+// byteSize formats a size as OpenCode does (B, KB, MB, rounded up).
+func byteSize(n int) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%d KB", (n+1023)/1024)
+	}
+	return fmt.Sprintf("%d MB", (n+(1<<20)-1)>>20)
 }
 
 // resolveParts turns an input's parts into the user message's parts as
@@ -53,6 +154,11 @@ func (m *Manager) resolveParts(ctx context.Context, parts []opencode.Part, dir s
 				hint = " . Invoked by user; guaranteed to exist."
 			}
 			out = append(out, p, synthetic(" Use the above message and context to generate a prompt and call the task tool with subagent: "+p.Name+hint))
+		case p.Type == opencode.PartFile && resourceOf(p) != nil:
+			out = append(out, m.resolveResource(ctx, p, resourceOf(p), synthetic)...)
+		case p.Type == opencode.PartFile && p.Mime == "text/plain" && strings.HasPrefix(p.URL, "data:"):
+			// A text given inline: a Read call of its name, and the text.
+			out = append(out, synthetic(readCall{FilePath: p.Filename}.text()), synthetic(decodeDataURL(p.URL)), p)
 		case p.Type == opencode.PartFile && strings.HasPrefix(p.URL, "file:"):
 			out = append(out, m.resolveFile(ctx, p, dir, synthetic)...)
 		default:
@@ -71,8 +177,12 @@ type readCall struct {
 }
 
 func (c readCall) text() string {
-	b, _ := json.Marshal(c)
-	return "Called the Read tool with the following input: " + string(b)
+	// As JSON.stringify writes it: &, < and > as they are.
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(c)
+	return "Called the Read tool with the following input: " + strings.TrimSuffix(b.String(), "\n")
 }
 
 // resolveFile is one file:// part as OpenCode stores it.
@@ -205,4 +315,21 @@ func sniffMedia(path string) string {
 		return "application/pdf"
 	}
 	return ""
+}
+
+// decodeDataURL is a data: URL's content as text (base64 or percent-encoded).
+func decodeDataURL(u string) string {
+	head, data, ok := strings.Cut(u, ",")
+	if !ok {
+		return ""
+	}
+	if strings.Contains(head, ";base64") {
+		b, _ := base64.StdEncoding.DecodeString(data)
+		return string(b)
+	}
+	s, err := url.PathUnescape(data)
+	if err != nil {
+		return data
+	}
+	return s
 }

@@ -230,9 +230,14 @@ func (s *Server) mountCatalog(r chi.Router) {
 	r.Post("/mcp", s.h(v1, s.mcpAdd))
 	r.Post("/mcp/{name}/connect", s.h(v1, s.mcpToggle))
 	r.Post("/mcp/{name}/disconnect", s.h(v1, s.mcpToggle))
-	for _, p := range []string{"/experimental/resource", "/provider/auth"} {
-		r.Get(p, ok(emptyObject))
-	}
+	r.Get("/provider/auth", ok(emptyObject))
+	r.Get("/experimental/resource", func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.MCP == nil {
+			writeJSON(w, http.StatusOK, emptyObject)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.cfg.MCP.Resources(r.Context()))
+	})
 
 	r.Get("/api/location", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.location(r)) })
 	for _, p := range []string{"/api/agent", "/api/integration", "/api/reference", "/api/command", "/api/skill"} {

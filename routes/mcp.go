@@ -19,6 +19,7 @@ type MCPServers interface {
 	Connect(ctx context.Context, name string) error
 	Disconnect(name string) error
 	Add(ctx context.Context, name string, c config.MCPConfig)
+	Resources(ctx context.Context) map[string]mcp.Resource
 }
 
 var errNoMCP = &opencode.Error{Code: opencode.ENotFound, Message: "MCP server not found", Resource: "mcp"}

@@ -169,6 +169,14 @@ func New(ctx context.Context, o Options) (*App, error) {
 		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir), Cluster: o.Cluster,
 		Home: home, ConfigDir: config.GlobalDir(), Instructions: o.Config.Instructions,
 		SmallProviderID: smallPID, SmallModelID: smallMID, Agents: agents, MoreTools: moreTools,
+		ReadResource: func(ctx context.Context, client, uri string) ([]lifecycle.ResourceContent, error) {
+			cs, err := servers.ReadResource(ctx, client, uri)
+			out := make([]lifecycle.ResourceContent, len(cs))
+			for i, c := range cs {
+				out[i] = lifecycle.ResourceContent{URI: c.URI, MimeType: c.MimeType, Text: c.Text, Blob: c.Blob}
+			}
+			return out, err
+		},
 		NoClaude: noClaude, NoProject: os.Getenv("OPENCODE_DISABLE_PROJECT_CONFIG") != "",
 		Tools: o.Tools, Rules: rules,
 		Resolve: func(pid, mid string) (provider.Provider, bool) {
