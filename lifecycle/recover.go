@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
 )
@@ -219,6 +220,7 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 	var calls []provider.ToolCall
 	var results []provider.Message
 	var refs []toolRef
+	var media []provider.Part
 	texts := 0
 	for _, p := range mp.Parts {
 		switch {
@@ -245,6 +247,11 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 				if p.State.Time != nil && p.State.Time.Compacted != nil {
 					res.Content = prunedOutput
 				} else {
+					for _, a := range p.State.Attachments {
+						if catalog.Modality(a.Mime) == "image" || a.Mime == "application/pdf" {
+							media = append(media, provider.Part{Type: provider.PartFile, MediaType: a.Mime, Data: a.URL, Filename: a.Filename})
+						}
+					}
 					// Its place in the history: after the message, then the results.
 					refs = append(refs, toolRef{messageID: mp.Info.ID, partID: p.ID, tokens: len(res.Content) / 4,
 						hist: len(r.history) + 1 + len(results), turn: r.userTurns})
@@ -286,8 +293,19 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 		res.Memo = &provider.Memo{}
 		r.history = append(r.history, res)
 	}
+	if len(media) > 0 {
+		// Images and PDFs a call returned follow as a user message, as
+		// OpenCode sends them to a chat-completions model (a tool result
+		// holds only text there).
+		r.history = append(r.history, provider.Message{Role: "user", Memo: &provider.Memo{},
+			Parts: append([]provider.Part{{Type: provider.PartText, Text: toolMediaText}}, media...)})
+		r.media = true
+	}
 	r.toolOutputs = append(r.toolOutputs, refs...)
 }
+
+// toolMediaText opens the user message of the files tool calls returned.
+const toolMediaText = "Attached media from tool result:"
 
 // hasMetadata reports whether any part or call carries provider metadata.
 func hasMetadata(parts []provider.Part, calls []provider.ToolCall) bool {

@@ -291,30 +291,15 @@ func (m *Manager) userRead(ctx context.Context, call readCall) (string, error) {
 	return res.Output, nil
 }
 
-// sniffMedia is the media type of an image or PDF file by its first bytes
-// (OpenCode's read tool: png, jpeg, gif, webp, pdf), or "".
+// sniffMedia is the type of an image or PDF file (the read tool's
+// SniffMedia), or "".
 func sniffMedia(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
-	var b [16]byte
-	n, _ := f.Read(b[:])
-	h := b[:n]
-	switch {
-	case bytes.HasPrefix(h, []byte{137, 80, 78, 71, 13, 10, 26, 10}):
-		return "image/png"
-	case bytes.HasPrefix(h, []byte{255, 216, 255}):
-		return "image/jpeg"
-	case bytes.HasPrefix(h, []byte("GIF8")):
-		return "image/gif"
-	case len(h) >= 12 && bytes.Equal(h[:4], []byte("RIFF")) && bytes.Equal(h[8:12], []byte("WEBP")):
-		return "image/webp"
-	case bytes.HasPrefix(h, []byte("%PDF-")):
-		return "application/pdf"
-	}
-	return ""
+	return tool.SniffMedia(f, path)
 }
 
 // decodeDataURL is a data: URL's content as text (base64 or percent-encoded).

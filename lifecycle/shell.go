@@ -82,11 +82,13 @@ func (r *runner) startSubtaskStep(sub opencode.Part) {
 		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
 	tu.step = st
 	r.outbox().message(st.msg)
-	in := map[string]string{"prompt": sub.Prompt, "description": sub.Description, "subagent_type": sub.Agent}
-	if sub.Command != "" {
-		in["command"] = sub.Command
-	}
-	args, _ := json.Marshal(in)
+	// The task tool's input in OpenCode's key order.
+	args, _ := json.Marshal(struct {
+		Prompt       string `json:"prompt"`
+		Description  string `json:"description"`
+		SubagentType string `json:"subagent_type"`
+		Command      string `json:"command,omitempty"`
+	}{sub.Prompt, sub.Description, sub.Agent, sub.Command})
 	r.toolCall(st, &provider.ToolCall{ID: "call_" + r.m.ids.NewPart()[4:], Name: "task", Arguments: args})
 }
 

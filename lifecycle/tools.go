@@ -229,6 +229,10 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 		out := tr.res.Output
 		p.State = &opencode.ToolState{Status: "completed", Input: c.input, Output: &out, Title: tr.res.Title,
 			Metadata: mustJSON(md), Time: &opencode.ToolTime{Start: start, End: &end}}
+		for _, a := range tr.res.Attachments {
+			p.State.Attachments = append(p.State.Attachments, opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id,
+				MessageID: st.msg.ID, Type: opencode.PartFile, Mime: a.Mime, URL: a.URL})
+		}
 		structured, content := opencode.ToolOutcome(p)
 		t.durable(opencode.EvToolSuccess, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, "callID": c.callID, "structured": structured, "content": content,
@@ -267,6 +271,10 @@ func (r *runner) abortTools(t *outbox, st *step, now int64) {
 			_ = json.Unmarshal(p.State.Metadata, &md)
 		}
 		md["interrupted"] = true
+		if out, ok := md["output"].(string); ok && c.name == "bash" {
+			// What OpenCode's bash adds when the user aborts it.
+			md["output"] = out + "\n\n<shell_metadata>\nUser aborted the command\n</shell_metadata>"
+		}
 		p.State = &opencode.ToolState{Status: "error", Input: input, Error: c.output, Metadata: mustJSON(md),
 			Time: &opencode.ToolTime{Start: start, End: &end}}
 		st.parts[c.part] = p

@@ -164,7 +164,10 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 			reply = true
 		}
 		if in.Shell == "" && !r.titling && sess.ParentID == "" && strings.HasPrefix(sess.Title, defaultTitlePrefix) {
-			if first, ok := userModelMessage(in.Parts); ok {
+			if sub := subtaskOf([]*opencode.Input{&in}); sub != nil {
+				// A subtask is titled by its prompt, as OpenCode does.
+				r.requestTitle(provider.Message{Role: "user", Content: sub.Prompt}, in.System, r.turn.model)
+			} else if first, ok := userModelMessage(in.Parts); ok {
 				r.requestTitle(first, in.System, r.turn.model)
 			}
 		}

@@ -32,6 +32,8 @@ type ToolState struct {
 	Error    string          `json:"error,omitempty"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
 	Time     *ToolTime       `json:"time,omitempty"`
+	// Attachments are the files a completed call returned (file parts).
+	Attachments []Part `json:"attachments,omitempty"`
 }
 
 // ToolTime is a tool run's time span.

@@ -2,7 +2,9 @@ package tool
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,9 +17,11 @@ import (
 )
 
 const (
-	readDefaultLimit = 2000
-	readMaxLineLen   = 2000
-	readMaxBytes     = 50 * 1024
+	// readMaxAttachment bounds an image or PDF the read tool returns.
+	readMaxAttachment = 20 << 20
+	readDefaultLimit  = 2000
+	readMaxLineLen    = 2000
+	readMaxBytes      = 50 * 1024
 )
 
 // Read reads a text file with line numbers.
@@ -129,6 +133,23 @@ func (t Read) run(ctx context.Context, c Call, in readInput, abs, rel string) (R
 	}
 	if !fi.Mode().IsRegular() {
 		return Result{}, fmt.Errorf("%s is not a regular file", rel)
+	}
+	if mime := SniffMedia(f, abs); mime != "" {
+		// Images and PDFs go back as an attachment, as OpenCode's read
+		// tool returns them.
+		b, err := io.ReadAll(io.LimitReader(f, readMaxAttachment+1))
+		if err != nil {
+			return Result{}, err
+		}
+		if len(b) > readMaxAttachment {
+			return Result{}, fmt.Errorf("%s is larger than %d MB", abs, readMaxAttachment>>20)
+		}
+		msg := "Image read successfully"
+		if mime == "application/pdf" {
+			msg = "PDF read successfully"
+		}
+		return Result{Title: rel, Output: msg, Metadata: map[string]any{"preview": msg, "truncated": false},
+			Attachments: []Attachment{{Mime: mime, URL: "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(b)}}}, nil
 	}
 	bin, err := isBinaryFile(abs, f)
 	if err != nil {
@@ -352,4 +373,42 @@ func localeCompare(a, b string) int {
 	}
 	// Same letters: lowercase sorts first.
 	return -strings.Compare(a, b)
+}
+
+// SniffMedia is the type of an image or PDF by its first bytes (falling
+// back to its extension), as OpenCode's read tool finds it: PNG, JPEG, GIF,
+// WebP and PDF are returned as attachments. f is read from the start and
+// left there.
+func SniffMedia(f io.ReadSeeker, name string) string {
+	var b [16]byte
+	n, _ := io.ReadFull(f, b[:])
+	_, _ = f.Seek(0, io.SeekStart)
+	h := b[:n]
+	switch {
+	case bytes.HasPrefix(h, []byte{137, 80, 78, 71, 13, 10, 26, 10}):
+		return "image/png"
+	case bytes.HasPrefix(h, []byte{255, 216, 255}):
+		return "image/jpeg"
+	case bytes.HasPrefix(h, []byte("GIF8")):
+		return "image/gif"
+	case len(h) >= 12 && bytes.Equal(h[:4], []byte("RIFF")) && bytes.Equal(h[8:12], []byte("WEBP")):
+		return "image/webp"
+	case bytes.HasPrefix(h, []byte("%PDF-")):
+		return "application/pdf"
+	case bytes.HasPrefix(h, []byte("BM")):
+		return "" // bmp: not an attachment type
+	}
+	switch strings.ToLower(path.Ext(name)) {
+	case ".png":
+		return "image/png"
+	case ".jpg", ".jpeg":
+		return "image/jpeg"
+	case ".gif":
+		return "image/gif"
+	case ".webp":
+		return "image/webp"
+	case ".pdf":
+		return "application/pdf"
+	}
+	return ""
 }

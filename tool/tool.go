@@ -33,6 +33,15 @@ type Result struct {
 	Title    string
 	Output   string
 	Metadata map[string]any
+	// Attachments are files the call returns besides its output (the
+	// read tool's image or PDF), each a data: URL.
+	Attachments []Attachment
+}
+
+// Attachment is a file a tool call returns.
+type Attachment struct {
+	Mime string
+	URL  string
 }
 
 // Tool is one tool.

@@ -19,7 +19,7 @@ package wire
 // title requests (no tools, a system prompt about a title), each with the
 // request's headers and its whole JSON body, key order kept, normalised
 // (project dir -> <DIR>, HOME -> <HOME>, "Today's date: ..." -> <DATE>,
-// prt_/msg_/ses_/call_ IDs -> <prt_1>...).
+// prt_/msg_/ses_/call_ IDs -> <prt_1>..., bare ULIDs -> <ulid_1>...).
 //
 // The model is stubmodel.Echo (or the case's Script) behind a recording
 // reverse proxy: the proxy
@@ -136,11 +136,25 @@ var promptCases = []promptCase{
 // promptStep is one call on the case's session: POST
 // /session/{id}/<Route> with Body. "message", "command" and "summarize"
 // block; "prompt_async" returns at once; "abort" first waits for some of
-// the reply's text to stream (waitStreamedText). Body may say <DIR>,
-// <ROOT> and <HOME> for the case's paths.
+// the reply's text to stream (waitStreamedText), or runs the step's
+// Wait. Body may say <DIR>, <ROOT> and <HOME> for the case's paths.
 type promptStep struct {
 	Route string // "message", "command", "summarize", "prompt_async" or "abort"
 	Body  string
+	// Wait, when set, runs before the step is sent, instead of an abort's
+	// waitStreamedText: base is the server's URL.
+	Wait func(t *testing.T, base, sessionDir, sessionID string)
+}
+
+// wait runs what the step waits for before it is sent.
+func (st promptStep) wait(t *testing.T, base, sessionDir, sessionID string) {
+	t.Helper()
+	switch {
+	case st.Wait != nil:
+		st.Wait(t, base, sessionDir, sessionID)
+	case st.Route == "abort":
+		waitStreamedText(t, base, sessionDir, sessionID)
+	}
 }
 
 // steps is the case's calls: Steps, else one message step per prompt.
@@ -385,9 +399,7 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 	}
 	paths := strings.NewReplacer("<DIR>", dir, "<ROOT>", root, "<HOME>", home)
 	for _, st := range pc.steps() {
-		if st.Route == "abort" {
-			waitStreamedText(t, base, sessionDir, ses.ID)
-		}
+		st.wait(t, base, sessionDir, ses.ID)
 		call("POST", "/session/"+ses.ID+"/"+st.Route, paths.Replace(st.Body))
 		switch st.Route {
 		case "message", "command", "prompt_async":
@@ -448,6 +460,7 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 		}{"POST /session/{id}/" + st.Route, json.RawMessage(st.Body)})
 	}
 	dateLogged := false
+	var arrival []string
 	for _, r := range rec.all() {
 		if d := dateRE.Find(r.Body); d != nil && !dateLogged {
 			t.Logf("normalised %q", d) // Date.toDateString(): "Today's date: Mon Nov 30 2026"
@@ -466,10 +479,13 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 		}
 		if isTitleRequest(r.Body) {
 			out.Titles = append(out.Titles, pr)
+			arrival = append(arrival, fmt.Sprintf("titles[%d] %s", len(out.Titles)-1, pr.Header["x-session-id"]))
 		} else {
 			out.Requests = append(out.Requests, pr)
+			arrival = append(arrival, fmt.Sprintf("requests[%d] %s", len(out.Requests)-1, pr.Header["x-session-id"]))
 		}
 	}
+	t.Logf("arrival order: %s", strings.Join(arrival, ", "))
 	if len(out.Requests) == 0 {
 		t.Errorf("the model got no turn request")
 	}
@@ -543,6 +559,9 @@ type promptNormaliser struct {
 var (
 	dateRE = regexp.MustCompile(`Today's date: [^"\\]*`)
 	idRE   = regexp.MustCompile(`\b(prt|msg|ses|call|toolu|tool)_[A-Za-z0-9]{8,}\b`)
+	// ulidRE is a bare ULID (Crockford base32, 26 characters), as the
+	// task tool call of a subtask command has for its ID.
+	ulidRE = regexp.MustCompile(`\b[0-9A-HJKMNP-TV-Z]{26}\b`)
 )
 
 func newPromptNormaliser(paths map[string]string) *promptNormaliser {
@@ -559,14 +578,20 @@ func (n *promptNormaliser) text(s string) string {
 		s = strings.ReplaceAll(s, p, n.repl[p])
 	}
 	s = dateRE.ReplaceAllString(s, "Today's date: <DATE>")
-	return idRE.ReplaceAllStringFunc(s, func(id string) string {
-		if r, ok := n.ids[id]; ok {
-			return r
-		}
+	s = idRE.ReplaceAllStringFunc(s, func(id string) string {
 		kind, _, _ := strings.Cut(id, "_")
-		n.count[kind]++
-		r := fmt.Sprintf("<%s_%d>", kind, n.count[kind])
-		n.ids[id] = r
-		return r
+		return n.id(kind, id)
 	})
+	return ulidRE.ReplaceAllStringFunc(s, func(id string) string { return n.id("ulid", id) })
+}
+
+// id is the placeholder of id, <kind_N> in the order of first appearance.
+func (n *promptNormaliser) id(kind, id string) string {
+	if r, ok := n.ids[id]; ok {
+		return r
+	}
+	n.count[kind]++
+	r := fmt.Sprintf("<%s_%d>", kind, n.count[kind])
+	n.ids[id] = r
+	return r
 }

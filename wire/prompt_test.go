@@ -182,9 +182,7 @@ func runOurs(t *testing.T, pc promptCase) promptRun {
 	_ = json.Unmarshal(post("/session", "{}"), &s)
 	paths := strings.NewReplacer("<DIR>", dir, "<ROOT>", root, "<HOME>", home)
 	for _, st := range pc.steps() {
-		if st.Route == "abort" {
-			waitStreamedText(t, srv.URL, sessionDir, s.ID)
-		}
+		st.wait(t, srv.URL, sessionDir, s.ID)
 		post("/session/"+s.ID+"/"+st.Route, paths.Replace(st.Body))
 		if st.Route == "summarize" || st.Route == "abort" {
 			// The summary runs as its own turn (queued): wait for it.
@@ -212,9 +210,14 @@ func runOurs(t *testing.T, pc promptCase) promptRun {
 	return promptRun{requests: decode(stub.Requests()), titles: decode(stub.Titles())}
 }
 
-// callID is a stub tool call's ID (call_<request>_<index>): the request
-// numbers count title requests too, which arrive in either order.
-var callID = regexp.MustCompile(`call_\d+_\d+`)
+// callID is a tool call's ID: the stub's (call_<request>_<index>, whose
+// request numbers count title requests too, which arrive in either order),
+// or one a server made (a subtask's task call: OpenCode a bare ULID, ours
+// call_<part ID>); sessionID a session's, as in a task's result.
+var (
+	callID    = regexp.MustCompile(`\bcall_[0-9A-Za-z_]+|\b[0-9A-HJKMNP-TV-Z]{26}\b|<ulid_\d+>`)
+	sessionID = regexp.MustCompile(`\bses_[0-9A-Za-z]{8,}|<ses_\d+>`)
+)
 
 // conversation is a request's messages after the system prompt, each as
 // role and canonical JSON content (tool calls and results included), with
@@ -228,9 +231,13 @@ func conversation(r refRequest) []string {
 		var v any
 		_ = json.Unmarshal(m.Content, &v)
 		v = ownWords(v)
-		b, _ := json.Marshal(map[string]any{"role": m.Role, "content": v, "tool_calls": m.ToolCalls,
+		var buf strings.Builder
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(map[string]any{"role": m.Role, "content": v, "tool_calls": m.ToolCalls,
 			"tool_call_id": m.ToolCallID, "reasoning_content": m.ReasoningContent})
-		out = append(out, callID.ReplaceAllString(string(b), "call_N"))
+		b := strings.TrimSuffix(buf.String(), "\n")
+		out = append(out, sessionID.ReplaceAllString(callID.ReplaceAllString(b, "call_N"), "<ses>"))
 	}
 	return out
 }
