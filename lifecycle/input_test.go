@@ -1,12 +1,14 @@
 package lifecycle_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/opencode-server/opencode-server/internal/mcpstub"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
+	"github.com/opencode-server/opencode-server/provider"
 )
 
 // slowOrDirectives streams a prompt that says "slow" in pieces a second
@@ -232,5 +235,84 @@ func TestMCPResourcePart(t *testing.T) {
 	if len(texts) != len(want)+1 || !strings.HasPrefix(got, strings.Join(want, "\n")) ||
 		!strings.HasPrefix(texts[len(want)], "text: Failed to read MCP resource gone: ") {
 		t.Errorf("the model was sent\n%s\nwant\n%s\n(then Failed to read MCP resource gone: …)", got, strings.Join(want, "\n"))
+	}
+}
+
+// signingModel answers with signed reasoning and a text, and keeps every
+// turn request it gets.
+type signingModel struct {
+	mu   sync.Mutex
+	reqs []provider.Request
+}
+
+func (m *signingModel) Stream(ctx context.Context, req provider.Request, emit func(provider.Chunk)) error {
+	if req.Purpose == provider.PurposeTitle {
+		emit(provider.Chunk{Kind: provider.TextDelta, Text: "a title"})
+		emit(provider.Chunk{Kind: provider.Finish, Reason: "stop"})
+		return nil
+	}
+	m.mu.Lock()
+	m.reqs = append(m.reqs, req)
+	m.mu.Unlock()
+	emit(provider.Chunk{Kind: provider.ReasoningDelta, Text: "thinking"})
+	emit(provider.Chunk{Kind: provider.ReasoningDelta, Metadata: json.RawMessage(`{"anthropic":{"signature":"sig-1"}}`)})
+	emit(provider.Chunk{Kind: provider.TextDelta, Text: "answer"})
+	emit(provider.Chunk{Kind: provider.Finish, Reason: "stop"})
+	return nil
+}
+
+func (m *signingModel) last() provider.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reqs[len(m.reqs)-1]
+}
+
+// TestReasoningMetadata: a reasoning part's provider metadata (a
+// signature) is stored with the part and sent back, with the reasoning,
+// to the model that wrote it, before and after a restart; a call to
+// another model gets the reasoning as text and no metadata (OpenCode's
+// toModelMessages).
+func TestReasoningMetadata(t *testing.T) {
+	data := t.TempDir()
+	model := &signingModel{}
+	stub := stubmodel.NewServer(t, stubmodel.Echo)
+	opts := testserver.Options{SQLite: true, DataDir: data, Provider: model, Config: stubConfig(stub.URL(), "")}
+	opts.Config.Model = "scripted/scripted-model"
+	srv := testserver.Start(t, opts)
+	sid := newSession(t, srv.URL)
+	prompt := func(srv *testserver.Server, body string) {
+		t.Helper()
+		if code, b := post(t, srv.URL+"/session/"+sid+"/message", body); code != 200 {
+			t.Fatalf("prompt: %d %s", code, b)
+		}
+	}
+	prompt(srv, `{"parts":[{"type":"text","text":"one"}]}`)
+	prompt(srv, `{"parts":[{"type":"text","text":"two"}]}`)
+	check := func(what string, msgs []provider.Message) {
+		t.Helper()
+		a := msgs[1]
+		if a.Role != "assistant" || len(a.Parts) != 2 || a.Parts[0].Type != provider.PartReasoning || a.Parts[0].Text != "thinking" ||
+			string(a.Parts[0].Metadata) != `{"anthropic":{"signature":"sig-1"}}` || a.Parts[1].Text != "answer" {
+			t.Errorf("%s: the answer went back as %+v", what, a)
+		}
+	}
+	check("live", model.last().Messages)
+	srv.Stop()
+	srv = testserver.Start(t, opts)
+	prompt(srv, `{"parts":[{"type":"text","text":"three"}]}`)
+	check("after a restart", model.last().Messages)
+
+	// Another model gets the reasoning as text, without the signature.
+	prompt(srv, `{"model":{"providerID":"stub","modelID":"`+stubmodel.ModelID+`"},"parts":[{"type":"text","text":"four"}]}`)
+	reqs := stub.Requests()
+	var req struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal(reqs[len(reqs)-1], &req); err != nil {
+		t.Fatal(err)
+	}
+	a := req.Messages[2]
+	if a["role"] != "assistant" || a["content"] != "thinkinganswer" || a["reasoning_content"] != nil {
+		t.Errorf("another model got the answer as %v", a)
 	}
 }

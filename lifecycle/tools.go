@@ -101,6 +101,10 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	now := r.m.now()
 	p := st.parts[c.part]
 	p.State = &opencode.ToolState{Status: "running", Input: input, Time: &opencode.ToolTime{Start: now}}
+	if len(tc.Metadata) > 0 {
+		// The provider's own data for the call, sent back with it later.
+		p.Metadata = tc.Metadata
+	}
 	st.parts[c.part] = p
 	t := r.outbox()
 	t.part(p, now)

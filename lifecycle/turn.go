@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -323,9 +324,9 @@ func (r *runner) onStream(msg streamMsg) {
 	c := msg.chunk
 	switch c.Kind {
 	case provider.TextDelta:
-		r.delta(st, &st.text, textStream, c.Text)
+		r.delta(st, &st.text, textStream, c.Text, c.Metadata)
 	case provider.ReasoningDelta:
-		r.delta(st, &st.reasoning, reasoningStream, c.Text)
+		r.delta(st, &st.reasoning, reasoningStream, c.Text, c.Metadata)
 	case provider.ToolInputStart:
 		if c.ToolCall != nil {
 			r.toolPending(st, c.ToolCall)
@@ -368,7 +369,7 @@ type streaming struct {
 // delta appends streamed text to the step's open part of kind k, opening
 // it on the first delta. Deltas are live-only, as in OpenCode: published,
 // never committed.
-func (r *runner) delta(st *step, slot **streaming, k streamKind, text string) {
+func (r *runner) delta(st *step, slot **streaming, k streamKind, text string, md json.RawMessage) {
 	now := r.m.now()
 	if *slot == nil {
 		s := &streaming{kind: k, part: opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id, MessageID: st.msg.ID,
@@ -385,6 +386,12 @@ func (r *runner) delta(st *step, slot **streaming, k streamKind, text string) {
 		r.cut = true
 	}
 	s := *slot
+	if len(md) > 0 {
+		s.part.Metadata = md
+	}
+	if text == "" {
+		return // metadata only (a signature at the end of reasoning)
+	}
 	s.buf.WriteString(text)
 	r.publishLive(opencode.EvPartDelta, map[string]any{"sessionID": r.id,
 		"messageID": st.msg.ID, "partID": s.part.ID, "field": "text", "delta": text})

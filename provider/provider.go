@@ -198,6 +198,10 @@ type Chunk struct {
 	// Finish: the reason ("stop", "tool-calls", "length", ...) and usage.
 	Reason string
 	Usage  Usage
+	// Metadata, on a text or reasoning delta, is the provider's data for
+	// the part so far (a reasoning signature): the last one given is
+	// stored with the part and sent back to that provider.
+	Metadata json.RawMessage
 	// Retry: which attempt comes next, why, and when (epoch ms).
 	Attempt int
 	Message string
