@@ -97,18 +97,7 @@ func TestTUIFileMention(t *testing.T) {
 
 	// The stored user message: the prompt, the two synthetic texts, the
 	// file part (OpenCode's createUserMessage order).
-	var sessionID string
-	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
-		ss, err := srv.sessions()
-		if err != nil {
-			return err
-		}
-		if len(ss) != 1 {
-			return fmt.Errorf("want 1 session, have %+v", ss)
-		}
-		sessionID = ss[0].ID
-		return nil
-	})
+	sessionID := srv.onlySession(t, 10*time.Second)
 	var user storedMessage
 	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
 		var ms []storedMessage

@@ -416,6 +416,25 @@ type message struct {
 	Parts []part      `json:"parts"`
 }
 
+// onlySession waits until the server has exactly one session and returns
+// its ID.
+func (s *server) onlySession(t *testing.T, timeout time.Duration) string {
+	t.Helper()
+	var id string
+	checkFor(t, timeout, 100*time.Millisecond, func() error {
+		ss, err := s.sessions()
+		if err != nil {
+			return err
+		}
+		if len(ss) != 1 {
+			return fmt.Errorf("want 1 session, have %+v", ss)
+		}
+		id = ss[0].ID
+		return nil
+	})
+	return id
+}
+
 func (s *server) sessions() ([]sessionInfo, error) {
 	var ss []sessionInfo
 	err := s.getJSON("/session", &ss)

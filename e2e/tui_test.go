@@ -244,18 +244,7 @@ func TestTUIAttach(t *testing.T) {
 	x.typeLine(prompt1)
 	x.waitScreen(30*time.Second, reply)
 
-	var sessionID string
-	checkFor(t, 5*time.Second, 100*time.Millisecond, func() error {
-		ss, err := srv.sessions()
-		if err != nil {
-			return err
-		}
-		if len(ss) != 1 {
-			return fmt.Errorf("want 1 session, have %+v", ss)
-		}
-		sessionID = ss[0].ID
-		return nil
-	})
+	sessionID := srv.onlySession(t, 5*time.Second)
 	checkFor(t, 5*time.Second, 100*time.Millisecond, func() error {
 		ms, err := srv.messages(sessionID)
 		if err != nil {
