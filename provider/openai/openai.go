@@ -8,38 +8,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/provider/httpsse"
 )
 
 // Defaults for Config.
 const (
-	DefaultMaxRetries = 4
-	DefaultRetryBase  = 500 * time.Millisecond
-	// maxBackoff caps the computed backoff (not a server's Retry-After).
-	maxBackoff = 30 * time.Second
-	// maxErrorBody bounds how much of an error response is read.
-	maxErrorBody = 1 << 20
+	DefaultMaxRetries = httpsse.DefaultMaxRetries
+	DefaultRetryBase  = httpsse.DefaultRetryBase
 )
 
 // Clock is the time source for retry waits; tests substitute it.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+type Clock = httpsse.Clock
 
 // Config configures a Provider.
 type Config struct {
@@ -66,13 +51,11 @@ type Config struct {
 
 // Provider streams chat completions from an OpenAI-compatible API.
 type Provider struct {
-	url        string
-	apiKey     string
-	headers    map[string]string
-	client     *http.Client
-	maxRetries int
-	retryBase  time.Duration
-	clock      Clock
+	url     string
+	apiKey  string
+	headers map[string]string
+	client  *http.Client
+	retry   httpsse.Retry
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -80,12 +63,10 @@ var _ provider.Provider = (*Provider)(nil)
 // New returns a provider for cfg.
 func New(cfg Config) *Provider {
 	p := &Provider{
-		url:        strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
-		apiKey:     cfg.APIKey,
-		client:     cfg.HTTPClient,
-		maxRetries: cfg.MaxRetries,
-		retryBase:  cfg.RetryBase,
-		clock:      cfg.Clock,
+		url:    strings.TrimRight(cfg.BaseURL, "/") + "/chat/completions",
+		apiKey: cfg.APIKey,
+		client: cfg.HTTPClient,
+		retry:  httpsse.Retry{Max: cfg.MaxRetries, Base: cfg.RetryBase, Clock: cfg.Clock}.WithDefaults(),
 	}
 	if len(cfg.Headers) > 0 {
 		p.headers = make(map[string]string, len(cfg.Headers))
@@ -100,17 +81,6 @@ func New(cfg Config) *Provider {
 		}
 		p.client = &http.Client{Transport: tr}
 	}
-	if p.maxRetries == 0 {
-		p.maxRetries = DefaultMaxRetries
-	} else if p.maxRetries < 0 {
-		p.maxRetries = 0
-	}
-	if p.retryBase <= 0 {
-		p.retryBase = DefaultRetryBase
-	}
-	if p.clock == nil {
-		p.clock = realClock{}
-	}
 	return p
 }
 
@@ -123,56 +93,8 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, emit func(p
 	if err != nil {
 		return fmt.Errorf("openai: encoding request: %w", err)
 	}
-	for retry := 0; ; retry++ {
-		emitted, err := p.attempt(ctx, body, emit)
-		if err == nil {
-			return nil
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		var r *retryable
-		if !errors.As(err, &r) {
-			return err
-		}
-		if emitted || retry >= p.maxRetries {
-			return r.err
-		}
-		wait := r.after
-		if wait < 0 {
-			wait = p.backoff(retry)
-		}
-		emit(provider.Chunk{
-			Kind:    provider.Retry,
-			Attempt: retry + 1,
-			Message: r.err.Message,
-			Next:    p.clock.Now().Add(wait).UnixMilli(),
-		})
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-p.clock.After(wait):
-		}
-	}
+	return p.retry.Run(ctx, emit, func() (bool, error) { return p.attempt(ctx, body, emit) })
 }
-
-// backoff is RetryBase * 2^retry, capped.
-func (p *Provider) backoff(retry int) time.Duration {
-	d := float64(p.retryBase) * math.Pow(2, float64(retry))
-	if d > float64(maxBackoff) {
-		return max(maxBackoff, p.retryBase)
-	}
-	return time.Duration(d)
-}
-
-// retryable wraps a failure that may be tried again; after (< 0: none) is
-// the wait the server asked for.
-type retryable struct {
-	err   *provider.APIError
-	after time.Duration
-}
-
-func (r *retryable) Error() string { return r.err.Error() }
 
 // attempt makes one HTTP call and streams its reply. emitted reports
 // whether any chunk reached emit.
@@ -191,37 +113,15 @@ func (p *Provider) attempt(ctx context.Context, body []byte, emit func(provider.
 	}
 	resp, err := p.client.Do(hreq)
 	if err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		return false, &retryable{after: -1, err: &provider.APIError{
-			Message: "connection error: " + err.Error(), Retryable: true,
-		}}
+		return false, httpsse.ConnectionError(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return false, statusError(resp)
+		return false, httpsse.StatusError(resp, errorMessage, nil)
 	}
 	s := &streamState{emit: emit, status: resp.StatusCode}
 	err = s.read(ctx, resp.Body)
 	return s.emitted, err
-}
-
-// statusError turns a non-2xx response into an APIError, wrapped in
-// retryable for 429 and 5xx.
-func statusError(resp *http.Response) error {
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	retry := resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500
-	e := &provider.APIError{
-		StatusCode:   resp.StatusCode,
-		Message:      errorMessage(resp.StatusCode, raw),
-		Retryable:    retry,
-		ResponseBody: string(raw),
-	}
-	if !retry {
-		return e
-	}
-	return &retryable{err: e, after: retryAfter(resp.Header)}
 }
 
 // errorMessage is error.message of an OpenAI error body, else the body,
@@ -245,42 +145,5 @@ func errorMessage(status int, raw []byte) string {
 			return body.Message
 		}
 	}
-	if msg := strings.TrimSpace(string(raw)); msg != "" && len(msg) <= 1000 {
-		return msg
-	}
-	if text := http.StatusText(status); text != "" {
-		return text
-	}
-	return "HTTP " + strconv.Itoa(status)
-}
-
-// retryAfter reads retry-after-ms or Retry-After (seconds or an HTTP date);
-// -1 when absent or unusable.
-func retryAfter(h http.Header) time.Duration {
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
-			return clampWait(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return -1
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 && !math.IsInf(secs, 0) {
-		return clampWait(secs * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return -1
-}
-
-// maxWait bounds a server-requested wait (and keeps it from overflowing).
-const maxWait = 24 * time.Hour
-
-func clampWait(ns float64) time.Duration {
-	if ns > float64(maxWait) {
-		return maxWait
-	}
-	return time.Duration(ns)
+	return httpsse.FallbackMessage(status, raw)
 }

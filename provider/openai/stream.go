@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,10 +10,8 @@ import (
 	"strconv"
 
 	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/provider/httpsse"
 )
-
-// maxLine bounds one SSE line.
-const maxLine = 32 << 20
 
 // streamChunk is one chat.completion.chunk.
 type streamChunk struct {
@@ -84,74 +81,20 @@ func (s *streamState) send(c provider.Chunk) {
 // read consumes the SSE body until [DONE] or its end and emits the chunks,
 // ending with exactly one Finish on success.
 func (s *streamState) read(ctx context.Context, body io.Reader) error {
-	br := bufio.NewReaderSize(body, 32<<10)
-	var (
-		lineBuf []byte
-		data    []byte
-		hasData bool
-	)
-	for {
-		line, rerr := br.ReadSlice('\n')
-		if errors.Is(rerr, bufio.ErrBufferFull) {
-			lineBuf = append(lineBuf[:0], line...)
-			for errors.Is(rerr, bufio.ErrBufferFull) {
-				if len(lineBuf) > maxLine {
-					return s.streamError("SSE line too long", nil)
-				}
-				line, rerr = br.ReadSlice('\n')
-				lineBuf = append(lineBuf, line...)
-			}
-			line = lineBuf
-		}
-		line = bytes.TrimSuffix(line, []byte("\n"))
-		line = bytes.TrimSuffix(line, []byte("\r"))
-
-		switch {
-		case len(line) == 0 && rerr == nil:
-			// A blank line ends an event.
-			if hasData {
-				if err := s.event(ctx, data); err != nil || s.done {
-					return err
-				}
-				data, hasData = data[:0], false
-			}
-		case len(line) == 0 || line[0] == ':':
-			// Comment (keep-alive) or nothing.
-		default:
-			field, value, _ := bytes.Cut(line, []byte(":"))
-			value = bytes.TrimPrefix(value, []byte(" "))
-			if string(field) == "data" {
-				if hasData {
-					data = append(data, '\n')
-				}
-				data = append(data, value...)
-				hasData = true
-			}
-		}
-
-		if rerr == nil {
-			continue
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		if !errors.Is(rerr, io.EOF) {
-			return &retryable{after: -1, err: &provider.APIError{
-				StatusCode: s.status, Message: "stream interrupted: " + rerr.Error(), Retryable: true,
-			}}
-		}
-		// The body ended; an event without its blank line still counts.
-		if hasData {
-			if err := s.event(ctx, data); err != nil || s.done {
-				return err
-			}
-		}
-		if s.sawReason {
-			s.finish()
-			return nil
-		}
-		return s.streamError("stream ended before completion (no finish_reason and no [DONE])", nil)
+	ended, err := httpsse.Read(ctx, body, s.status, func(ev httpsse.Event) (bool, error) {
+		err := s.event(ctx, ev.Data)
+		return s.done, err
+	})
+	switch {
+	case errors.Is(err, httpsse.ErrLineTooLong):
+		return s.streamError("SSE line too long", nil)
+	case err != nil || ended:
+		return err
+	case s.sawReason:
+		s.finish()
+		return nil
 	}
+	return s.streamError("stream ended before completion (no finish_reason and no [DONE])", nil)
 }
 
 func (s *streamState) streamError(msg string, body []byte) error {
