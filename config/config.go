@@ -169,18 +169,6 @@ func (i Interleaved) MarshalJSON() ([]byte, error) {
 	return json.Marshal(i.On)
 }
 
-// OpenAICompatible reports whether this server can talk to the provider:
-// @ai-sdk/openai-compatible, @ai-sdk/openai, or no npm with a baseURL.
-func (p ProviderConfig) OpenAICompatible() bool {
-	switch p.NPM {
-	case "@ai-sdk/openai-compatible", "@ai-sdk/openai":
-		return true
-	case "":
-		return p.Options.BaseURL != ""
-	}
-	return false
-}
-
 // GlobalDir is the global config directory: $XDG_CONFIG_HOME/opencode, or
 // ~/.config/opencode.
 func GlobalDir() string {

@@ -40,9 +40,6 @@ func TestParseJSONCAndSubstitution(t *testing.T) {
 			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
 		}
 	}
-	if !f.Provider["local"].OpenAICompatible() {
-		t.Error("openai-compatible provider not recognised")
-	}
 }
 
 // TestParseJSONCEdges: the JSONC that a hand-written stripper got wrong (a

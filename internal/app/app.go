@@ -21,7 +21,7 @@ import (
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/provider"
-	"github.com/opencode-server/opencode-server/provider/openai"
+	"github.com/opencode-server/opencode-server/provider/registry"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/routes"
 	"github.com/opencode-server/opencode-server/snapshot"
@@ -119,15 +119,16 @@ func New(ctx context.Context, o Options) (*App, error) {
 	models := map[modelKey]provider.Provider{{scripted.ProviderID, scripted.ModelID}: def}
 	for _, id := range o.Config.ProviderIDs() {
 		pc := o.Config.Provider[id]
-		if !pc.OpenAICompatible() {
-			o.Logger.Warn("provider skipped: only OpenAI-compatible providers are supported", "provider", id, "npm", pc.NPM)
+		p, ok := registry.New(pc.NPM, registry.Options{ProviderID: id, BaseURL: pc.Options.BaseURL, APIKey: pc.Options.APIKey,
+			Headers: pc.Options.Headers})
+		if !ok {
+			o.Logger.Warn("provider skipped: no client speaks its npm package's API", "provider", id, "npm", pc.NPM)
 			continue
 		}
 		baseURL := pc.Options.BaseURL
-		if baseURL == "" && pc.NPM == "@ai-sdk/openai" {
-			baseURL = "https://api.openai.com/v1"
+		if baseURL == "" {
+			baseURL = registry.DefaultBaseURL(pc.NPM)
 		}
-		p := openai.New(openai.Config{BaseURL: baseURL, APIKey: pc.Options.APIKey, Headers: pc.Options.Headers})
 		info := catalog.Provider{ID: id, Name: pc.Name, NPM: pc.NPM, BaseURL: baseURL, Source: "config"}
 		if info.Name == "" {
 			info.Name = id

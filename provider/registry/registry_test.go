@@ -1,0 +1,24 @@
+package registry
+
+import "testing"
+
+func TestSupported(t *testing.T) {
+	cases := []struct {
+		npm, base string
+		want      bool
+	}{
+		{"@ai-sdk/openai-compatible", "http://x/v1", true},
+		{"@ai-sdk/openai", "", true},
+		{"", "http://x/v1", true},
+		{"", "", false},
+		{"@ai-sdk/unknown", "http://x", false},
+	}
+	for _, c := range cases {
+		if got := Supported(c.npm, c.base); got != c.want {
+			t.Errorf("Supported(%q, %q) = %v", c.npm, c.base, got)
+		}
+		if _, ok := New(c.npm, Options{BaseURL: c.base}); ok != c.want {
+			t.Errorf("New(%q, %q) ok = %v", c.npm, c.base, ok)
+		}
+	}
+}
