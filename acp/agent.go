@@ -58,7 +58,7 @@ type Options struct {
 	// option (the default first), their context windows (usage_update's
 	// size) and input modalities (promptCapabilities). nil: no model
 	// option, sizes unknown, text only.
-	Catalog *catalog.Catalog
+	Catalog *catalog.Live
 	// Sent, if set, sees every frame written (tests).
 	Sent func([]byte)
 }
@@ -76,7 +76,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, o Options) error {
 		o.Commands = func(dir string) []command.Command { return command.List(dir, nil, "") }
 	}
 	a := &Agent{core: o.Core, dir: o.Directory, version: o.Version, ids: o.IDs, log: o.Logger, sessions: map[string]*attached{},
-		life: life, commands: o.Commands, catalog: o.Catalog, models: modelChoices(o.Catalog)}
+		life: life, commands: o.Commands, catalog: o.Catalog}
 	a.conn = newConn(r, w, a.handle, o.Logger)
 	a.conn.sent = o.Sent
 	defer a.detachAll()
@@ -103,9 +103,8 @@ type Agent struct {
 	// life ends with the connection.
 	life     context.Context
 	commands func(dir string) []command.Command
-	catalog  *catalog.Catalog
+	catalog  *catalog.Live
 	// models are the "model" option's choices, the default first.
-	models []modelChoice
 
 	mu       sync.Mutex
 	sessions map[string]*attached
@@ -330,9 +329,9 @@ func modelChoices(c *catalog.Catalog) []modelChoice {
 // server's default when the session names none).
 func (a *Agent) sessionModel(s opencode.Session) (*catalog.Model, bool) {
 	if s.Model == nil || s.Model.ProviderID == "" {
-		return a.catalog.Default()
+		return a.catalog.Get().Default()
 	}
-	return a.catalog.Lookup(s.Model.ProviderID, s.Model.ID)
+	return a.catalog.Get().Lookup(s.Model.ProviderID, s.Model.ID)
 }
 
 // accepts reports whether the session's model takes input of modality
@@ -349,7 +348,7 @@ func (a *Agent) accepts(s opencode.Session, modality string) bool {
 // defaultAccepts is accepts for the server's default model: initialize
 // comes before any session, so promptCapabilities can only say that.
 func (a *Agent) defaultAccepts(modality string) bool {
-	m, ok := a.catalog.Default()
+	m, ok := a.catalog.Get().Default()
 	return ok && m.Accepts(modality)
 }
 
@@ -371,13 +370,13 @@ func (a *Agent) configOptions(s opencode.Session) []map[string]any {
 	}
 	out := []map[string]any{{"id": "mode", "name": "Mode", "category": "mode", "type": "select",
 		"currentValue": mode["currentModeId"], "options": modes}}
-	if len(a.models) > 0 {
-		cur := a.models[0].ID
+	if models := modelChoices(a.catalog.Get()); len(models) > 0 {
+		cur := models[0].ID
 		if s.Model != nil && s.Model.ProviderID != "" {
 			cur = s.Model.ProviderID + "/" + s.Model.ID
 		}
 		var opts []map[string]any
-		for _, m := range a.models {
+		for _, m := range models {
 			name := m.Name
 			if name == "" {
 				name = m.ID
@@ -411,7 +410,7 @@ func (a *Agent) setConfig(ctx context.Context, params json.RawMessage) (any, err
 		}
 	case "model":
 		known := false
-		for _, m := range a.models {
+		for _, m := range modelChoices(a.catalog.Get()) {
 			known = known || m.ID == p.Value
 		}
 		pid, mid, ok := strings.Cut(p.Value, "/")

@@ -16,9 +16,9 @@ func TestCatalogModels(t *testing.T) {
 		{ID: "s", Name: "Scripted", Models: []catalog.Model{{ID: "text", Name: "Text", Context: 100, InputModalities: []string{"text"}}}},
 		{ID: "v", Name: "Vision", Models: []catalog.Model{{ID: "eye", Name: "Eye", Context: 200, InputModalities: []string{"text", "image"}}}},
 	}}).Build()
-	a := &Agent{catalog: c, models: modelChoices(c)}
-	if want := []modelChoice{{ID: "v/eye", Name: "Vision · Eye", Context: 200}, {ID: "s/text", Name: "Scripted · Text", Context: 100}}; !reflect.DeepEqual(a.models, want) {
-		t.Errorf("choices %+v, want %+v", a.models, want)
+	a := &Agent{catalog: catalog.NewLive(c)}
+	if want, got := []modelChoice{{ID: "v/eye", Name: "Vision · Eye", Context: 200}, {ID: "s/text", Name: "Scripted · Text", Context: 100}}, modelChoices(c); !reflect.DeepEqual(got, want) {
+		t.Errorf("choices %+v, want %+v", got, want)
 	}
 	def := opencode.Session{}
 	text := opencode.Session{Model: &opencode.ModelRef{ProviderID: "s", ID: "text"}}

@@ -33,6 +33,17 @@ type Provider struct {
 	Source string
 	Env    []string
 	Models []Model
+	// Connected: the config names the provider or a key was found for it,
+	// so its models can be used. Configured: the config names it.
+	// Unserved: connected by OpenCode's rules, but no client here speaks
+	// its npm package.
+	Connected, Configured, Unserved bool
+	// Key is the provider's API key: a secret, never listed or logged.
+	Key string
+	// Headers are sent with every request (options.headers).
+	Headers map[string]string
+	// Default is the model used when the provider is picked alone.
+	Default string
 }
 
 // Model is one model as OpenCode's catalog describes it.
@@ -58,6 +69,9 @@ type Model struct {
 	Cost        Cost
 	Status      string // "active", "alpha", "beta", "deprecated"
 	ReleaseDate string // "2006-01-02", "" unknown
+	// NPM and BaseURL, when set, are the model's own package and endpoint
+	// (models.dev's model.provider), over the provider's.
+	NPM, BaseURL string
 }
 
 // FromConfig is the model OpenCode makes of a model that only

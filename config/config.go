@@ -23,8 +23,12 @@ type File struct {
 	Model      string                    `json:"model,omitempty"`
 	SmallModel string                    `json:"small_model,omitempty"`
 	Provider   map[string]ProviderConfig `json:"provider,omitempty"`
-	Permission json.RawMessage           `json:"permission,omitempty"`
-	Username   string                    `json:"username,omitempty"`
+	// DisabledProviders are left out of the catalog; EnabledProviders,
+	// when set, are the only ones kept.
+	DisabledProviders []string        `json:"disabled_providers,omitempty"`
+	EnabledProviders  []string        `json:"enabled_providers,omitempty"`
+	Permission        json.RawMessage `json:"permission,omitempty"`
+	Username          string          `json:"username,omitempty"`
 	// MCP is mcp.<name>: the MCP servers whose tools the model gets.
 	MCP map[string]MCPConfig `json:"mcp,omitempty"`
 	// Agent is agent.<name>: custom agents, or changes to built-in ones.
@@ -75,10 +79,17 @@ type CommandConfig struct {
 
 // ProviderConfig is provider.<id>.
 type ProviderConfig struct {
-	NPM     string                 `json:"npm,omitempty"`
-	Name    string                 `json:"name,omitempty"`
-	Options ProviderOptions        `json:"options,omitempty"`
-	Models  map[string]ModelConfig `json:"models,omitempty"`
+	NPM  string `json:"npm,omitempty"`
+	Name string `json:"name,omitempty"`
+	// API is the provider's base URL as models.dev names it; Env the
+	// variables its key may be in.
+	API string   `json:"api,omitempty"`
+	Env []string `json:"env,omitempty"`
+	// Whitelist, when set, are the only models kept; Blacklist are left out.
+	Whitelist []string               `json:"whitelist,omitempty"`
+	Blacklist []string               `json:"blacklist,omitempty"`
+	Options   ProviderOptions        `json:"options,omitempty"`
+	Models    map[string]ModelConfig `json:"models,omitempty"`
 }
 
 // ProviderOptions is provider.<id>.options.
@@ -243,6 +254,12 @@ func (f *File) merge(o *File) {
 	if o.Username != "" {
 		f.Username = o.Username
 	}
+	if o.DisabledProviders != nil {
+		f.DisabledProviders = o.DisabledProviders
+	}
+	if o.EnabledProviders != nil {
+		f.EnabledProviders = o.EnabledProviders
+	}
 	for _, in := range o.Instructions {
 		if !slices.Contains(f.Instructions, in) {
 			f.Instructions = append(f.Instructions, in)
@@ -280,6 +297,18 @@ func (f *File) merge(o *File) {
 		}
 		if p.Name != "" {
 			cur.Name = p.Name
+		}
+		if p.API != "" {
+			cur.API = p.API
+		}
+		if p.Env != nil {
+			cur.Env = p.Env
+		}
+		if p.Whitelist != nil {
+			cur.Whitelist = p.Whitelist
+		}
+		if p.Blacklist != nil {
+			cur.Blacklist = p.Blacklist
 		}
 		if p.Options.BaseURL != "" {
 			cur.Options.BaseURL = p.Options.BaseURL

@@ -18,7 +18,7 @@ func TestCatalogLimitsAndCost(t *testing.T) {
 		{ID: "cached", Context: 200000, Output: 64000, Cost: catalog.Cost{Input: 3, Output: 15, CacheRead: 0.3, Set: true}},
 		{ID: "free"},
 	}}}}).Build()
-	m := &Manager{cfg: Config{Catalog: c}}
+	m := &Manager{cfg: Config{Catalog: catalog.NewLive(c)}}
 	model := func(id string) opencode.MessageModel { return opencode.MessageModel{ProviderID: "p", ModelID: id} }
 	u := provider.Usage{Input: 1000, Output: 100, Reasoning: 50, CacheRead: 400}
 	for _, tc := range []struct {

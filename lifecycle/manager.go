@@ -53,7 +53,7 @@ type Config struct {
 	// automatically) and output limit (0 or a miss: none; else a model
 	// call asks for at most that many tokens, capped as OpenCode caps it).
 	// nil: no model is known.
-	Catalog *catalog.Catalog
+	Catalog *catalog.Live
 	// Directory is the default working directory of new sessions.
 	Directory string
 	// Snapshots records project files at each step (revert, step
@@ -251,7 +251,7 @@ func (m *Manager) providerFor(model opencode.MessageModel) provider.Provider {
 
 // modelInfo is the catalog's entry for a model.
 func (m *Manager) modelInfo(model opencode.MessageModel) (*catalog.Model, bool) {
-	return m.cfg.Catalog.Lookup(model.ProviderID, model.ModelID)
+	return m.cfg.Catalog.Get().Lookup(model.ProviderID, model.ModelID)
 }
 
 // cost is the dollar cost of one model call's usage. Input counts the
@@ -272,6 +272,38 @@ func (m *Manager) cost(model opencode.MessageModel, u provider.Usage) float64 {
 }
 
 // HasModel reports whether a prompt may name this model.
+// defaultModel is the model a session without one uses: the catalog's
+// default (which a key added later may change), else the configured one.
+func (m *Manager) defaultModel() opencode.MessageModel {
+	if c := m.cfg.Catalog.Get(); c != nil {
+		if pid, mid, ok := strings.Cut(c.Model, "/"); ok && m.HasModel(pid, mid) {
+			return opencode.MessageModel{ProviderID: pid, ModelID: mid}
+		}
+	}
+	return opencode.MessageModel{ProviderID: m.cfg.ProviderID, ModelID: m.cfg.ModelID}
+}
+
+// smallModel is the model that titles a session whose turn runs on turn:
+// small_model, else the small model OpenCode picks among the turn
+// provider's models, else the turn's own.
+func (m *Manager) smallModel(turn opencode.MessageModel) opencode.MessageModel {
+	if m.cfg.SmallModelID != "" {
+		return opencode.MessageModel{ProviderID: m.cfg.SmallProviderID, ModelID: m.cfg.SmallModelID}
+	}
+	c := m.cfg.Catalog.Get()
+	if c == nil {
+		return turn
+	}
+	ref := c.SmallModel
+	if ref == "" {
+		ref = c.SmallFor(turn.ProviderID)
+	}
+	if pid, mid, ok := strings.Cut(ref, "/"); ok && m.HasModel(pid, mid) {
+		return opencode.MessageModel{ProviderID: pid, ModelID: mid}
+	}
+	return turn
+}
+
 func (m *Manager) HasModel(providerID, modelID string) bool {
 	if providerID == m.cfg.ProviderID && modelID == m.cfg.ModelID {
 		return true

@@ -15,10 +15,7 @@ import (
 // messages. The
 // answer comes back to the runner (applyTitle).
 func (r *runner) requestTitle(first provider.Message, userSystem string, turnModel opencode.MessageModel) {
-	model := turnModel
-	if r.m.cfg.SmallModelID != "" {
-		model = opencode.MessageModel{ProviderID: r.m.cfg.SmallProviderID, ModelID: r.m.cfg.SmallModelID}
-	}
+	model := r.m.smallModel(turnModel)
 	system := agent.TitlePrompt
 	if userSystem != "" {
 		system += "\n\n" + userSystem

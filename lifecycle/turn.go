@@ -103,7 +103,7 @@ func (r *runner) maybeStart() {
 // may override them.
 func (r *runner) turnDefaults() (string, opencode.MessageModel) {
 	agent := defaultAgent
-	model := opencode.MessageModel{ProviderID: r.m.cfg.ProviderID, ModelID: r.m.cfg.ModelID}
+	model := r.m.defaultModel()
 	if r.sess.Agent != "" {
 		agent = r.sess.Agent
 	}

@@ -168,6 +168,12 @@ type Usage struct {
 	Output    int64
 	Reasoning int64
 	CacheRead int64
+	// CacheWrite is the prompt tokens written to the provider's prompt
+	// cache (Anthropic's cache_creation_input_tokens). Like CacheRead it is
+	// a part of Input, as the AI SDK's inputTokens.total counts it;
+	// OpenCode stores tokens.input = Input - CacheRead - CacheWrite and
+	// tokens.cache.write = CacheWrite.
+	CacheWrite int64
 }
 
 // ChunkKind tells what a Chunk reports.

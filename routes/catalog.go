@@ -10,6 +10,7 @@ import (
 
 	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/catalog"
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // The TUI exits at start if /config, /config/providers, /provider or
@@ -150,19 +151,24 @@ func (s *Server) knownAgent(name string) bool {
 }
 
 func (s *Server) mountCatalog(r chi.Router) {
-	c := s.cfg.Catalog
-	if c == nil {
-		c = &catalog.Catalog{}
+	cat := func() *catalog.Catalog {
+		if c := s.cfg.Catalog.Get(); c != nil {
+			return c
+		}
+		return &catalog.Catalog{}
 	}
-	providers := c.Providers
 	ok := func(v any) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, v) }
 	}
 	emptyList, emptyObject := []any{}, map[string]any{}
 
 	r.Get("/config", func(w http.ResponseWriter, r *http.Request) {
+		c := cat()
 		configured := map[string]any{}
-		for _, p := range providers {
+		for _, p := range c.Providers {
+			if !p.Configured && p.ID != scriptedProvider {
+				continue
+			}
 			models := map[string]any{}
 			for _, m := range p.Models {
 				models[m.ID] = map[string]any{"name": m.Name, "tool_call": m.ToolCall,
@@ -173,6 +179,7 @@ func (s *Server) mountCatalog(r chi.Router) {
 				entry["npm"] = p.NPM
 			}
 			if p.BaseURL != "" {
+				// Never the key: options.apiKey is a secret.
 				entry["options"] = map[string]any{"baseURL": p.BaseURL}
 			}
 			configured[p.ID] = entry
@@ -181,28 +188,43 @@ func (s *Server) mountCatalog(r chi.Router) {
 			"plugin": emptyList, "share": "disabled", "autoupdate": false, "model": c.Model, "small_model": c.SmallModel,
 			"username": "opencode", "mode": emptyObject, "agent": emptyObject, "provider": configured})
 	})
+	// The connected providers, with their usable models.
 	r.Get("/config/providers", func(w http.ResponseWriter, r *http.Request) {
+		c := cat()
 		list := []any{}
 		def := map[string]string{}
-		for i := range providers {
-			p := &providers[i]
+		for i := range c.Providers {
+			p := &c.Providers[i]
+			if !p.Connected {
+				continue
+			}
 			list = append(list, providerV1(p))
-			def[p.ID] = c.DefaultModelOf(p.ID)
+			def[p.ID] = p.Default
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"providers": list, "default": def})
 	})
+	// Every provider the catalog knows, and which are connected.
 	r.Get("/provider", func(w http.ResponseWriter, r *http.Request) {
+		c := cat()
 		list := []any{}
 		def := map[string]string{}
 		connected := []string{}
-		for i := range providers {
-			p := &providers[i]
+		for i := range c.Providers {
+			p := &c.Providers[i]
 			list = append(list, providerV1(p))
-			def[p.ID] = c.DefaultModelOf(p.ID)
-			connected = append(connected, p.ID)
+			if p.Default != "" {
+				def[p.ID] = p.Default
+			}
+			if p.Connected {
+				connected = append(connected, p.ID)
+			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"all": list, "default": def, "connected": connected})
 	})
+	r.Put("/auth/{providerID}", s.h(v1, s.putAuth))
+	r.Delete("/auth/{providerID}", s.h(v1, s.deleteAuth))
+	r.Post("/instance/dispose", s.h(v1, s.dispose))
+	r.Post("/global/dispose", s.h(v1, s.dispose))
 	r.Get("/agent", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.agentList()) })
 	r.Get("/path", func(w http.ResponseWriter, r *http.Request) {
 		home := homeDir()
@@ -230,6 +252,8 @@ func (s *Server) mountCatalog(r chi.Router) {
 	r.Post("/mcp", s.h(v1, s.mcpAdd))
 	r.Post("/mcp/{name}/connect", s.h(v1, s.mcpToggle))
 	r.Post("/mcp/{name}/disconnect", s.h(v1, s.mcpToggle))
+	// No provider offers a login flow here: the TUI's connect dialog then
+	// asks for an API key (PUT /auth/{providerID}).
 	r.Get("/provider/auth", ok(emptyObject))
 	r.Get("/experimental/resource", func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.MCP == nil {
@@ -247,21 +271,102 @@ func (s *Server) mountCatalog(r chi.Router) {
 	}
 	r.Get("/api/provider", func(w http.ResponseWriter, r *http.Request) {
 		list := []any{}
-		for _, p := range providers {
-			list = append(list, map[string]any{"id": p.ID, "name": p.Name,
-				"api":     map[string]any{"type": "aisdk", "package": p.NPM, "url": p.BaseURL},
-				"request": map[string]any{"headers": emptyObject, "body": emptyObject}})
+		for i, p := range cat().Providers {
+			if p.Connected {
+				list = append(list, providerV2(&cat().Providers[i]))
+			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": list})
 	})
+	r.Get("/api/provider/{providerID}", func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "providerID")
+		p, found := cat().Provider(id)
+		if !found {
+			writeJSON(w, http.StatusNotFound, map[string]any{"_tag": "ProviderNotFoundError", "providerID": id,
+				"message": "Provider not found: " + id})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": providerV2(p)})
+	})
 	r.Get("/api/model", func(w http.ResponseWriter, r *http.Request) {
+		c := cat()
 		list := []any{}
-		for i := range providers {
-			p := &providers[i]
+		for i := range c.Providers {
+			p := &c.Providers[i]
+			if !p.Connected {
+				continue
+			}
 			for j := range p.Models {
 				list = append(list, modelV2(p, &p.Models[j]))
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": list})
 	})
+}
+
+// scriptedProvider is the built-in model's provider, listed in /config.
+const scriptedProvider = "scripted"
+
+// providerV2 is a provider of /api/provider (ProviderV2Info).
+func providerV2(p *catalog.Provider) map[string]any {
+	return map[string]any{"id": p.ID, "name": p.Name,
+		"api":     map[string]any{"type": "aisdk", "package": p.NPM, "url": p.BaseURL},
+		"request": map[string]any{"headers": map[string]any{}, "body": map[string]any{}}}
+}
+
+// putAuth is PUT /auth/{providerID}: store a credential in auth.json (as
+// `opencode auth login` and the TUI's connect dialog do); the provider is
+// connected at once.
+func (s *Server) putAuth(w http.ResponseWriter, r *http.Request) error {
+	id := chi.URLParam(r, "providerID")
+	if id == "" {
+		return badRequest("Payload", "providerID", "providerID is required")
+	}
+	var a catalog.Auth
+	if err := decodeValid(r, &a); err != nil {
+		return err
+	}
+	if err := a.Valid(); err != nil {
+		return badRequest("Payload", "type", err.Error())
+	}
+	if s.cfg.Credentials == nil {
+		return &opencode.Error{Code: opencode.EUnavailable, Message: "credentials cannot be stored by this server"}
+	}
+	if err := s.cfg.Credentials.Set(id, a); err != nil {
+		s.log.Error("auth.json not written", "provider", id, "err", err)
+		return &opencode.Error{Code: opencode.EUnavailable, Message: "the credential could not be stored"}
+	}
+	s.reload()
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+// deleteAuth is DELETE /auth/{providerID}.
+func (s *Server) deleteAuth(w http.ResponseWriter, r *http.Request) error {
+	id := chi.URLParam(r, "providerID")
+	if s.cfg.Credentials == nil {
+		return &opencode.Error{Code: opencode.EUnavailable, Message: "credentials cannot be stored by this server"}
+	}
+	if err := s.cfg.Credentials.Remove(id); err != nil {
+		s.log.Error("auth.json not written", "provider", id, "err", err)
+		return &opencode.Error{Code: opencode.EUnavailable, Message: "the credential could not be removed"}
+	}
+	s.reload()
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+// dispose is POST /instance/dispose (and /global/dispose): OpenCode drops
+// its instances, so the next request reads config and credentials again;
+// here the catalog is made again from them.
+func (s *Server) dispose(w http.ResponseWriter, r *http.Request) error {
+	s.reload()
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+func (s *Server) reload() {
+	if s.cfg.Reload != nil {
+		s.cfg.Reload()
+	}
 }

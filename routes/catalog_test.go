@@ -77,8 +77,9 @@ func TestProviderReportsModelCapabilities(t *testing.T) {
 	if !reflect.DeepEqual(cp.Providers, pr.All) {
 		t.Errorf("/config/providers and /provider differ:\n%+v\n%+v", cp.Providers, pr.All)
 	}
-	if cp.Default["vision"] != "eye" {
-		t.Errorf("default of vision = %q, want eye", cp.Default["vision"])
+	// OpenCode's sort: no priority name in either, so the higher ID.
+	if cp.Default["vision"] != "plain" {
+		t.Errorf("default of vision = %q, want plain", cp.Default["vision"])
 	}
 	var vision *provider
 	for i := range cp.Providers {

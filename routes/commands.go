@@ -314,7 +314,7 @@ func (s *Server) sessionModel(ctx context.Context, id string) *opencode.MessageM
 	if sess, err := s.m.GetSession(ctx, id); err == nil && sess.Model != nil {
 		return &opencode.MessageModel{ProviderID: sess.Model.ProviderID, ModelID: sess.Model.ID}
 	}
-	if m, ok := s.cfg.Catalog.Default(); ok {
+	if m, ok := s.cfg.Catalog.Get().Default(); ok {
 		return &opencode.MessageModel{ProviderID: m.ProviderID, ModelID: m.ID}
 	}
 	return nil

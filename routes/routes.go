@@ -33,7 +33,11 @@ type Config struct {
 	Username string
 	Password string
 	// Catalog lists the providers and their models (nil: none).
-	Catalog *catalog.Catalog
+	Catalog *catalog.Live
+	// Credentials is auth.json (PUT/DELETE /auth/{providerID}); Reload
+	// makes the catalog again after it or the config changed.
+	Credentials *catalog.AuthStore
+	Reload      func()
 	// OpenAPI is the document served at /doc.
 	OpenAPI []byte
 	// Heartbeat is the SSE heartbeat interval (10 s when zero).

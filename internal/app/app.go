@@ -8,10 +8,8 @@ import (
 	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/mcp"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/opencode-server/opencode-server/api"
@@ -21,7 +19,6 @@ import (
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/provider"
-	"github.com/opencode-server/opencode-server/provider/registry"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/routes"
 	"github.com/opencode-server/opencode-server/snapshot"
@@ -56,6 +53,12 @@ type Options struct {
 	Cluster       store.Cluster
 	ForwardWindow time.Duration
 	Logger        *slog.Logger
+	// Models, Auth and Getenv are where the catalog comes from: the
+	// models.dev source, auth.json and the environment's keys (nil: as
+	// OpenCode finds them; tests give their own).
+	Models *catalog.Source
+	Auth   *catalog.AuthStore
+	Getenv func(string) string
 }
 
 // App is a wired server.
@@ -72,7 +75,7 @@ type App struct {
 	// Catalog is the models the server serves (the scripted model and the
 	// configured providers'), with their limits, cost and capabilities;
 	// routes, lifecycle and ACP all read this one.
-	Catalog *catalog.Catalog
+	Catalog *catalog.Live
 	done    chan struct{}
 }
 
@@ -112,51 +115,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 		def = o.Provider
 	}
 
-	// The scripted model is always there; configured OpenAI-compatible
-	// providers join it.
-	cat := &catalog.Catalog{Providers: []catalog.Provider{{ID: scripted.ProviderID, Name: "Scripted", Source: "custom",
-		Models: []catalog.Model{scriptedModel()}}}}
-	models := map[modelKey]provider.Provider{{scripted.ProviderID, scripted.ModelID}: def}
-	for _, id := range o.Config.ProviderIDs() {
-		pc := o.Config.Provider[id]
-		p, ok := registry.New(pc.NPM, registry.Options{ProviderID: id, BaseURL: pc.Options.BaseURL, APIKey: pc.Options.APIKey,
-			Headers: pc.Options.Headers})
-		if !ok {
-			o.Logger.Warn("provider skipped: no client speaks its npm package's API", "provider", id, "npm", pc.NPM)
-			continue
-		}
-		baseURL := pc.Options.BaseURL
-		if baseURL == "" {
-			baseURL = registry.DefaultBaseURL(pc.NPM)
-		}
-		info := catalog.Provider{ID: id, Name: pc.Name, NPM: pc.NPM, BaseURL: baseURL, Source: "config"}
-		if info.Name == "" {
-			info.Name = id
-		}
-		for _, mid := range slices.Sorted(maps.Keys(pc.Models)) {
-			info.Models = append(info.Models, catalog.FromConfig(mid, pc.Models[mid]))
-			models[modelKey{id, mid}] = p
-		}
-		cat.Providers = append(cat.Providers, info)
-	}
-	defProvider, defModel := scripted.ProviderID, scripted.ModelID
-	if pid, mid, ok := config.SplitModel(o.Config.Model); ok {
-		if _, known := models[modelKey{pid, mid}]; known {
-			defProvider, defModel = pid, mid
-		} else {
-			o.Logger.Warn("configured model is not served; using the scripted model", "model", o.Config.Model)
-		}
-	}
-	cat.Model = defProvider + "/" + defModel
-	cat.SmallModel = cat.Model
-	var smallPID, smallMID string
-	if pid, mid, ok := config.SplitModel(o.Config.SmallModel); ok {
-		if _, known := models[modelKey{pid, mid}]; known {
-			cat.SmallModel = o.Config.SmallModel
-			smallPID, smallMID = pid, mid
-		}
-	}
-	a.Catalog = cat.Build()
+	// The scripted model is always there; the providers of models.dev and
+	// opencode.json join it, connected by their keys.
+	mods := newModels(o, def)
+	a.Catalog = mods.live
+	cat := mods.live
+	defProvider, defModel, _ := config.SplitModel(cat.Get().Model)
+
 	rules, err := lifecycle.ParseRules(o.Config.Permission)
 	if err != nil {
 		return nil, err
@@ -165,11 +130,12 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: models[modelKey{defProvider, defModel}],
+	defClient, _ := mods.resolve(defProvider, defModel)
+	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: defClient,
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
 		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir), Cluster: o.Cluster,
 		Home: home, ConfigDir: config.GlobalDir(), Instructions: o.Config.Instructions,
-		SmallProviderID: smallPID, SmallModelID: smallMID, Agents: agents, MoreTools: moreTools,
+		Agents: agents, MoreTools: moreTools,
 		ReadResource: func(ctx context.Context, client, uri string) ([]lifecycle.ResourceContent, error) {
 			cs, err := servers.ReadResource(ctx, client, uri)
 			out := make([]lifecycle.ResourceContent, len(cs))
@@ -180,10 +146,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		},
 		NoClaude: noClaude, NoProject: os.Getenv("OPENCODE_DISABLE_PROJECT_CONFIG") != "",
 		Tools: o.Tools, Rules: rules,
-		Resolve: func(pid, mid string) (provider.Provider, bool) {
-			p, ok := models[modelKey{pid, mid}]
-			return p, ok
-		},
+		Resolve: mods.resolve,
 		Catalog: cat})
 	if err := a.Manager.Resume(ctx); err != nil {
 		a.Manager.Close()
@@ -191,7 +154,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: cat, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
-		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers, ForwardWindow: o.ForwardWindow})
+		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers, ForwardWindow: o.ForwardWindow,
+		Credentials: mods.auth, Reload: mods.rebuild})
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
 	started = true
 	return a, nil

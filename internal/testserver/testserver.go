@@ -47,6 +47,13 @@ type Options struct {
 	// WrapStore wraps the store the server uses (a failing or witnessing
 	// store); Server.Store stays the unwrapped one.
 	WrapStore func(store.Store) store.Store
+	// ModelsPath is a models.dev api.json (none: no catalog, no fetch);
+	// AuthPath an auth.json (default: one in a temp dir); Env the
+	// environment the server finds keys in (none by default: a test never
+	// sees the machine's keys).
+	ModelsPath string
+	AuthPath   string
+	Env        map[string]string
 }
 
 // Server is a running test server.
@@ -58,9 +65,11 @@ type Server struct {
 	Store   store.Store
 	Model   *scripted.Model
 	// Catalog is the server's model catalog (App.Catalog).
-	Catalog   *catalog.Catalog
+	Catalog   *catalog.Live
 	DataDir   string
 	Directory string
+	// AuthPath is the server's auth.json.
+	AuthPath string
 	srv       *http.Server
 	stopped   bool
 }
@@ -109,9 +118,16 @@ func Start(t testing.TB, o Options) *Server {
 	if o.WrapStore != nil {
 		st = o.WrapStore(st)
 	}
+	authPath := o.AuthPath
+	if authPath == "" {
+		authPath = filepath.Join(t.TempDir(), "auth.json")
+	}
+	s.AuthPath = authPath
+	env := o.Env
 	s.App, err = app.New(context.Background(), app.Options{Store: st, Directory: s.Directory, Config: o.Config,
 		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, IdleTimeout: o.IdleTimeout, Clock: o.Clock, DataDir: snapDir,
-		Cluster: cluster})
+		Cluster: cluster, Models: &catalog.Source{Path: o.ModelsPath, NoFetch: true}, Auth: &catalog.AuthStore{Path: authPath},
+		Getenv: func(k string) string { return env[k] }})
 	if err != nil {
 		t.Fatalf("app: %v", err)
 	}
