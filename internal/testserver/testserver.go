@@ -70,8 +70,8 @@ type Server struct {
 	Directory string
 	// AuthPath is the server's auth.json.
 	AuthPath string
-	srv       *http.Server
-	stopped   bool
+	srv      *http.Server
+	stopped  bool
 }
 
 // Start starts a server and stops it in t.Cleanup.
