@@ -16,7 +16,6 @@ import (
 	"github.com/opencode-server/opencode-server/internal/testserver"
 )
 
-
 // catalogRecording is one case of testdata/reference/catalog: the inputs
 // the real server got and what it answered after each step.
 type catalogRecording struct {
