@@ -62,7 +62,7 @@ func (s *Server) mountCommands(r chi.Router) {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, cfg)
+		writeJSON(w, http.StatusOK, withoutSecrets(cfg))
 		return nil
 	}))
 	r.Patch("/global/config", s.h(v1, s.patchGlobalConfig))
@@ -221,8 +221,45 @@ func (s *Server) patchGlobalConfig(w http.ResponseWriter, r *http.Request) error
 	if err := os.Rename(tmp, filepath.Join(dir, "opencode.json")); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, merged)
+	writeJSON(w, http.StatusOK, withoutSecrets(merged))
 	return nil
+}
+
+// withoutSecrets is a config as an answer may show it: every provider's
+// options without apiKey (OpenCode 1.18.33 shows it; README, "Secrets").
+func withoutSecrets(cfg map[string]any) map[string]any {
+	providers, ok := cfg["provider"].(map[string]any)
+	if !ok {
+		return cfg
+	}
+	out := make(map[string]any, len(cfg))
+	for k, v := range cfg {
+		out[k] = v
+	}
+	clean := make(map[string]any, len(providers))
+	for id, p := range providers {
+		pm, ok := p.(map[string]any)
+		if !ok {
+			clean[id] = p
+			continue
+		}
+		pc := make(map[string]any, len(pm))
+		for k, v := range pm {
+			pc[k] = v
+		}
+		if opts, ok := pm["options"].(map[string]any); ok {
+			oc := make(map[string]any, len(opts))
+			for k, v := range opts {
+				if k != "apiKey" {
+					oc[k] = v
+				}
+			}
+			pc["options"] = oc
+		}
+		clean[id] = pc
+	}
+	out["provider"] = clean
+	return out
 }
 
 // mergeJSON merges patch into base: objects merge key by key, anything
