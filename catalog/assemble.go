@@ -24,6 +24,21 @@ type Inputs struct {
 	// Served reports whether a client speaks a provider's npm package (a
 	// provider none speaks is listed, never connected).
 	Served func(npm, baseURL string) bool
+	// Probed are the model IDs an OpenAI-compatible endpoint listed
+	// (GET {baseURL}/models) for a configured provider that names none.
+	Probed map[string][]string
+}
+
+// NeedsProbe reports whether a configured provider has no models but an
+// OpenAI-compatible endpoint that can list them.
+func NeedsProbe(d Dev, id string, pc config.ProviderConfig) bool {
+	if len(pc.Models) > 0 || pc.Options.BaseURL == "" {
+		return false
+	}
+	if p, ok := d.Provider(id); ok && len(p.Models) > 0 {
+		return false
+	}
+	return pc.NPM == "" || pc.NPM == "@ai-sdk/openai-compatible"
 }
 
 // Assemble makes the catalog from in. Every provider of models.dev and of
@@ -123,6 +138,11 @@ func Assemble(in Inputs) *Catalog {
 			for _, mid := range sortedKeys(pc.Models) {
 				if _, ok := dev.Models[mid]; !ok {
 					p.Models = append(p.Models, FromConfig(mid, pc.Models[mid]))
+				}
+			}
+			if len(p.Models) == 0 {
+				for _, mid := range in.Probed[id] {
+					p.Models = append(p.Models, FromConfig(mid, config.ModelConfig{}))
 				}
 			}
 		}

@@ -269,3 +269,27 @@ func checkFor(t *testing.T, timeout time.Duration, what string, cond func() bool
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestProbeModels: a configured OpenAI-compatible provider that names no
+// models gets the ones its endpoint lists (GET {baseURL}/models).
+func TestProbeModels(t *testing.T) {
+	stub := stubmodel.NewServer(t, stubmodel.Echo, stubmodel.WithModels("served-a", "served-b"))
+	cfg := &config.File{Provider: map[string]config.ProviderConfig{
+		"lan": {NPM: "@ai-sdk/openai-compatible", Name: "LAN", Options: config.ProviderOptions{BaseURL: stub.URL()}}}}
+	e := start(t, testserver.Options{Config: cfg})
+	checkFor(t, 5*time.Second, "the probed models", func() bool {
+		var cp struct {
+			Providers []struct {
+				ID     string
+				Models map[string]json.RawMessage
+			}
+		}
+		e.mustJSON("GET", "/config/providers", "", &cp)
+		for _, p := range cp.Providers {
+			if p.ID == "lan" && len(p.Models) == 2 && p.Models["served-a"] != nil && p.Models["served-b"] != nil {
+				return true
+			}
+		}
+		return false
+	})
+}

@@ -3,11 +3,15 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/config"
@@ -30,8 +34,9 @@ type models struct {
 	live     *catalog.Live
 	clients  atomic.Pointer[map[modelKey]provider.Provider]
 
-	mu  sync.Mutex
-	dev catalog.Dev
+	mu     sync.Mutex
+	dev    catalog.Dev
+	probed map[string][]string
 }
 
 func newModels(o Options, scriptedModel provider.Provider) *models {
@@ -66,7 +71,65 @@ func newModels(o Options, scriptedModel provider.Provider) *models {
 	if stale && !m.source.NoFetch && m.source.Path == "" {
 		go m.refresh() // never on the path of a request
 	}
+	for _, id := range sortedProviderIDs(m.cfg) {
+		if pc := m.cfg.Provider[id]; catalog.NeedsProbe(dev, id, pc) {
+			go m.probe(id, pc)
+		}
+	}
 	return m
+}
+
+// probe lists the models of a configured OpenAI-compatible provider that
+// names none (GET {baseURL}/models), then makes the catalog again.
+func (m *models) probe(id string, pc config.ProviderConfig) {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(pc.Options.BaseURL, "/")+"/models", nil)
+	if err != nil {
+		return
+	}
+	if pc.Options.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+pc.Options.APIKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		m.log.Warn("provider's models not listed", "provider", id, "err", err)
+		return
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list) != nil {
+		m.log.Warn("provider's models not listed", "provider", id, "status", resp.StatusCode)
+		return
+	}
+	var ids []string
+	for _, d := range list.Data {
+		if d.ID != "" {
+			ids = append(ids, d.ID)
+		}
+	}
+	m.mu.Lock()
+	if m.probed == nil {
+		m.probed = map[string][]string{}
+	}
+	m.probed[id] = ids
+	m.mu.Unlock()
+	m.log.Info("provider's models listed", "provider", id, "models", len(ids))
+	m.rebuild()
+}
+
+// probeTimeout bounds listing a provider's models.
+const probeTimeout = 5 * time.Second
+
+func sortedProviderIDs(cfg *config.File) []string {
+	if cfg == nil {
+		return nil
+	}
+	return cfg.ProviderIDs()
 }
 
 // refresh fetches models.dev and rebuilds the catalog with it.
@@ -86,9 +149,9 @@ func (m *models) refresh() {
 // rebuild makes the catalog again from the current inputs.
 func (m *models) rebuild() {
 	m.mu.Lock()
-	dev := m.dev
+	dev, probed := m.dev, m.probed
 	m.mu.Unlock()
-	cat := catalog.Assemble(catalog.Inputs{Dev: dev, Config: m.cfg, Auth: m.auth.All(), Getenv: m.getenv,
+	cat := catalog.Assemble(catalog.Inputs{Dev: dev, Config: m.cfg, Probed: probed, Auth: m.auth.All(), Getenv: m.getenv,
 		Recent: recentModels(), Experimental: os.Getenv("OPENCODE_ENABLE_EXPERIMENTAL_MODELS") != "",
 		Served: registry.Supported})
 	clients := map[modelKey]provider.Provider{{scripted.ProviderID, scripted.ModelID}: m.scripted}
