@@ -118,6 +118,7 @@ func Assemble(in Inputs) *Catalog {
 			p.Source = "config"
 		}
 		p.Connected = inCfg || p.Key != ""
+		_, p.Authed = in.Auth[id]
 		if p.Connected && in.Served != nil && !in.Served(p.NPM, p.BaseURL) {
 			// Listed with its key's source, but nothing here can talk to it.
 			p.Connected, p.Unserved = false, true
@@ -146,7 +147,7 @@ func Assemble(in Inputs) *Catalog {
 				}
 			}
 		}
-		if p.Connected {
+		if p.Connected || p.Unserved {
 			p.Models = slices.DeleteFunc(p.Models, func(m Model) bool {
 				switch {
 				case m.Status == "deprecated", m.Status == "alpha" && !in.Experimental:
@@ -157,7 +158,7 @@ func Assemble(in Inputs) *Catalog {
 				return slices.Contains(pc.Blacklist, m.ID)
 			})
 			if len(p.Models) == 0 {
-				p.Connected = false
+				p.Connected, p.Unserved = false, false
 			}
 		}
 		if len(p.Models) == 0 && !inDev {
@@ -174,7 +175,7 @@ func Assemble(in Inputs) *Catalog {
 	for _, id := range sortedKeys(cfg.Provider) {
 		add(id)
 	}
-	c := &Catalog{Providers: out}
+	c := &Catalog{Providers: out, ConfiguredModel: cfg.Model, ConfiguredSmallModel: cfg.SmallModel}
 	c.Build()
 	c.Model = defaultModel(c, cfg, in.Recent)
 	if cfg.SmallModel != "" {

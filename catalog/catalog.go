@@ -17,6 +17,10 @@ type Catalog struct {
 	// Model and SmallModel are "providerID/modelID" ("" SmallModel: none).
 	Model      string
 	SmallModel string
+	// Configured is the model and small model opencode.json names ("" :
+	// none): GET /config shows only these, so a client falls back to its
+	// own recent models as with OpenCode.
+	ConfiguredModel, ConfiguredSmallModel string
 
 	index map[key]*Model
 }
@@ -38,6 +42,10 @@ type Provider struct {
 	// Unserved: connected by OpenCode's rules, but no client here speaks
 	// its npm package.
 	Connected, Configured, Unserved bool
+	// Authed: auth.json has an entry for the provider, of any type
+	// (OpenCode lists such a provider as connected, even with only an
+	// OAuth login it cannot use as it is).
+	Authed bool
 	// Key is the provider's API key: a secret, never listed or logged.
 	Key string
 	// Headers are sent with every request (options.headers).
@@ -122,6 +130,11 @@ type Cost struct {
 	Input, Output, CacheRead, CacheWrite float64
 	Set                                  bool
 }
+
+// Listed reports whether GET /provider names the provider connected:
+// OpenCode's loaded providers (connected here, or would be with a client
+// for their package) and those auth.json holds any credential for.
+func (p *Provider) Listed() bool { return p.Connected || p.Unserved || p.Authed }
 
 // Build indexes c's models; call it once the providers are filled in.
 func (c *Catalog) Build() *Catalog {

@@ -229,7 +229,12 @@ type server struct {
 	client   *http.Client
 	stdout   *syncBuffer
 	stderr   *syncBuffer
+	stopFn   func() error
 }
+
+// stop sends the server SIGTERM and waits for it to exit (killing it after
+// 10s); the test's cleanup then expects it gone. Safe to call twice.
+func (s *server) stop() error { return s.stopFn() }
 
 type serverOptions struct {
 	reply    string        // --scripted-reply
@@ -239,6 +244,8 @@ type serverOptions struct {
 	config   string        // --config: an opencode.json (a stub model's provider)
 	data     string        // --data (default: a new temp dir)
 	dir      string        // --directory (default: a new temp dir)
+	home     string        // HOME (default: a new temp dir)
+	env      []string      // K=V replaces an inherited K; a bare K removes it
 	extra    []string      // more flags, after the defaults (e.g. --store postgres)
 }
 
@@ -254,7 +261,10 @@ func startServer(t *testing.T, o serverOptions) *server {
 	}
 	s := &server{Dir: o.dir, password: o.password, stdout: &syncBuffer{}, stderr: &syncBuffer{},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
-	data, home := o.data, t.TempDir()
+	data, home := o.data, o.home
+	if home == "" {
+		home = t.TempDir()
+	}
 	if data == "" {
 		data = t.TempDir()
 	}
@@ -282,10 +292,21 @@ func startServer(t *testing.T, o serverOptions) *server {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = s.stdout, s.stderr
+	override := map[string]bool{}
+	for _, kv := range o.env {
+		name, _, _ := strings.Cut(kv, "=")
+		override[name] = true
+	}
 	var env []string
 	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(kv, "OPENCODE_SERVER_") && !strings.HasPrefix(kv, "HOME=") &&
-			!strings.HasPrefix(kv, "XDG_") {
+			!strings.HasPrefix(kv, "XDG_") && !override[name] {
+			env = append(env, kv)
+		}
+	}
+	for _, kv := range o.env {
+		if strings.Contains(kv, "=") {
 			env = append(env, kv)
 		}
 	}
@@ -303,18 +324,34 @@ func startServer(t *testing.T, o serverOptions) *server {
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
+	stopped := false
+	stop := func() error {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+			return nil
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			return errors.New("server did not stop within 10s of SIGTERM; killed it")
+		}
+	}
+	s.stopFn = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		return stop()
+	}
 	t.Cleanup(func() {
 		select {
 		case <-exited:
-			t.Errorf("server exited early: %v", waitErr)
+			if !stopped {
+				t.Errorf("server exited early: %v", waitErr)
+			}
 		default:
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(10 * time.Second):
-				t.Errorf("server did not stop within 10s of SIGTERM; killing it")
-				_ = cmd.Process.Kill()
-				<-exited
+			if err := stop(); err != nil {
+				t.Error(err)
 			}
 		}
 		s.client.CloseIdleConnections()

@@ -30,7 +30,7 @@ func newTmux(t *testing.T, env []string) *tmux {
 	t.Helper()
 	bin, err := exec.LookPath("tmux")
 	if err != nil {
-		missing(t, "tmux not found in PATH: TestTUIAttach runs the opencode TUI inside tmux")
+		missing(t, "tmux not found in PATH: the TUI tests run the opencode TUI inside tmux")
 	}
 	conf := filepath.Join(t.TempDir(), "tmux.conf")
 	// remain-on-exit keeps the pane (and what opencode printed) if it dies.

@@ -27,7 +27,8 @@ func TestCatalogLimitsAndCost(t *testing.T) {
 		max      int
 		overflow bool // at u plus 7000 more input tokens
 	}{
-		{"priced", (1000*3 + 150*15) / 1e6, 2000, true},
+		// As OpenCode bills: cached tokens at the cache price (none: free).
+		{"priced", (600*3 + 150*15) / 1e6, 2000, true},
 		{"cached", (600*3 + 400*0.3 + 150*15) / 1e6, maxOutput, false},
 		{"free", 0, 0, false},
 		{"unknown", 0, 0, false},
@@ -49,5 +50,23 @@ func TestCatalogLimitsAndCost(t *testing.T) {
 	}
 	if _, ok := (&Manager{}).modelInfo(model("priced")); ok {
 		t.Error("no catalog: modelInfo found a model")
+	}
+}
+
+// TestCacheWriteCost: tokens written to the prompt cache are billed at the
+// model's cache-write price and are not input tokens (OpenCode's
+// tokens.input is the uncached part).
+func TestCacheWriteCost(t *testing.T) {
+	c := (&catalog.Catalog{Providers: []catalog.Provider{{ID: "p", Models: []catalog.Model{
+		{ID: "claude", Cost: catalog.Cost{Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75, Set: true}},
+	}}}}).Build()
+	m := &Manager{cfg: Config{Catalog: catalog.NewLive(c)}}
+	u := provider.Usage{Input: 10000, Output: 200, CacheRead: 6000, CacheWrite: 3000}
+	want := (1000*3 + 6000*0.3 + 3000*3.75 + 200*15) / 1e6
+	if got := m.cost(opencode.MessageModel{ProviderID: "p", ModelID: "claude"}, u); math.Abs(got-want) > 1e-12 {
+		t.Errorf("cost %v, want %v", got, want)
+	}
+	if got := uncachedInput(u); got != 1000 {
+		t.Errorf("uncached input %d, want 1000", got)
 	}
 }

@@ -104,7 +104,8 @@ func (m *Manager) overflow(model opencode.MessageModel, u provider.Usage) bool {
 		reserve = out
 	}
 	usable := limit - reserve
-	return usable > 0 && u.Input+u.CacheRead+u.Output > usable
+	// Input is the whole prompt, its cached part included.
+	return usable > 0 && u.Input+u.Output > usable
 }
 
 // autoCompact queues a compaction (auto: true) ahead of the other queued

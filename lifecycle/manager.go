@@ -263,15 +263,17 @@ func (m *Manager) cost(model opencode.MessageModel, u provider.Usage) float64 {
 		return 0
 	}
 	c := info.Cost
-	in := float64(u.Input) * c.Input
-	if c.CacheRead > 0 {
-		cached := min(max(u.CacheRead, 0), u.Input)
-		in = float64(u.Input-cached)*c.Input + float64(cached)*c.CacheRead
-	}
-	return (in + float64(u.Output+u.Reasoning)*c.Output) / 1e6
+	return (float64(uncachedInput(u))*c.Input + float64(u.CacheRead)*c.CacheRead + float64(u.CacheWrite)*c.CacheWrite +
+		float64(u.Output+u.Reasoning)*c.Output) / 1e6
 }
 
-// HasModel reports whether a prompt may name this model.
+// uncachedInput is the input tokens neither read from nor written to the
+// prompt cache: OpenCode's tokens.input (a provider reports the total,
+// cached parts included).
+func uncachedInput(u provider.Usage) int64 {
+	return max(u.Input-max(u.CacheRead, 0)-max(u.CacheWrite, 0), 0)
+}
+
 // defaultModel is the model a session without one uses: the catalog's
 // default (which a key added later may change), else the configured one.
 func (m *Manager) defaultModel() opencode.MessageModel {
@@ -304,6 +306,7 @@ func (m *Manager) smallModel(turn opencode.MessageModel) opencode.MessageModel {
 	return turn
 }
 
+// HasModel reports whether a prompt may name this model.
 func (m *Manager) HasModel(providerID, modelID string) bool {
 	if providerID == m.cfg.ProviderID && modelID == m.cfg.ModelID {
 		return true

@@ -501,8 +501,9 @@ func (r *runner) endStep(err error) {
 	u := st.finish.Usage
 	tu.usage = u
 	total := u.Input + u.Output + u.Reasoning
-	tokens := opencode.Tokens{Total: &total, Input: u.Input, Output: u.Output, Reasoning: u.Reasoning,
-		Cache: opencode.CacheUsage{Read: u.CacheRead}}
+	in := uncachedInput(u)
+	tokens := opencode.Tokens{Total: &total, Input: in, Output: u.Output, Reasoning: u.Reasoning,
+		Cache: opencode.CacheUsage{Read: u.CacheRead, Write: u.CacheWrite}}
 	cost := r.m.cost(tu.model, u)
 	end, changed := r.stepChanges(st)
 	if end != "" {
@@ -531,14 +532,14 @@ func (r *runner) endStep(err error) {
 	t.message(st.msg)
 	ended := map[string]any{"timestamp": now, "sessionID": r.id,
 		"assistantMessageID": st.msg.ID, "finish": st.finish.Reason, "cost": cost,
-		"tokens": map[string]any{"input": u.Input, "output": u.Output, "reasoning": u.Reasoning,
-			"cache": map[string]any{"read": u.CacheRead, "write": 0}}}
+		"tokens": map[string]any{"input": in, "output": u.Output, "reasoning": u.Reasoning,
+			"cache": map[string]any{"read": u.CacheRead, "write": u.CacheWrite}}}
 	if end != "" {
 		ended["snapshot"], ended["files"] = end, changed
 	}
 	t.durable(opencode.EvStepEnded, 2, ended)
 	r.sess.Cost += cost
-	r.sess.Tokens.Input += u.Input
+	r.sess.Tokens.Input += in
 	r.sess.Tokens.Output += u.Output
 	r.sess.Tokens.Reasoning += u.Reasoning
 	r.summarize(t, tu)

@@ -184,9 +184,18 @@ func (s *Server) mountCatalog(r chi.Router) {
 			}
 			configured[p.ID] = entry
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"$schema": "https://opencode.ai/config.json", "command": emptyObject,
-			"plugin": emptyList, "share": "disabled", "autoupdate": false, "model": c.Model, "small_model": c.SmallModel,
-			"username": "opencode", "mode": emptyObject, "agent": emptyObject, "provider": configured})
+		out := map[string]any{"$schema": "https://opencode.ai/config.json", "command": emptyObject,
+			"plugin": emptyList, "share": "disabled", "autoupdate": false,
+			"username": "opencode", "mode": emptyObject, "agent": emptyObject, "provider": configured}
+		// Only what the config says: a client with none picks from its own
+		// recent models, as it does with OpenCode.
+		if c.ConfiguredModel != "" {
+			out["model"] = c.ConfiguredModel
+		}
+		if c.ConfiguredSmallModel != "" {
+			out["small_model"] = c.ConfiguredSmallModel
+		}
+		writeJSON(w, http.StatusOK, out)
 	})
 	// The connected providers, with their usable models.
 	r.Get("/config/providers", func(w http.ResponseWriter, r *http.Request) {
@@ -215,7 +224,7 @@ func (s *Server) mountCatalog(r chi.Router) {
 			if p.Default != "" {
 				def[p.ID] = p.Default
 			}
-			if p.Connected {
+			if p.Listed() {
 				connected = append(connected, p.ID)
 			}
 		}

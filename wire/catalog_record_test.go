@@ -47,6 +47,7 @@ var (
 	catalogRecord = flag.Bool("catalog.record", false, "record testdata/reference/catalog from the real opencode serve (TestRecordCatalogReference)")
 	catalogOnly   = flag.String("catalog.only", "", "comma list of catalog cases to record (default all)")
 	catalogRuns   = flag.Int("catalog.runs", 2, "TestRecordCatalogReference: run each case this many times; the outputs must be identical")
+	catalogKeep   = flag.Bool("catalog.keep", false, "TestRecordCatalogReference: keep every case's work dir (serve.log)")
 )
 
 const catalogRefDir = "../testdata/reference/catalog"
@@ -215,9 +216,12 @@ var catalogSecrets = map[string]string{
 }
 
 const (
-	catalogAuthJSON  = `{"openai":{"type":"api","key":"sk-openai-test"},"google":{"type":"oauth","refresh":"r","access":"a","expires":0},"localai":{"type":"wellknown","key":"k","token":"t"}}`
-	catalogConfig    = `{"$schema":"https://opencode.ai/config.json","provider":{"localai":{"options":{"apiKey":"cfg-key"},"models":{"extra-model":{"name":"Extra"}}},"anthropic":{"whitelist":["claude-sonnet-4-5"]}},"disabled_providers":["google"],"model":"localai/extra-model"}`
-	catalogModelJSON = `{"recent":[{"providerID":"openai","modelID":"gpt-4.1-mini"}],"favorite":[],"variant":{}}`
+	catalogAuthJSON = `{"openai":{"type":"api","key":"sk-openai-test"},"google":{"type":"oauth","refresh":"r","access":"a","expires":0},"localai":{"type":"wellknown","key":"k","token":"t"}}`
+	// catalogAuthNoWellKnown is catalogAuthJSON without its wellknown
+	// entry, which makes every config read fail (see NOTES.md).
+	catalogAuthNoWellKnown = `{"openai":{"type":"api","key":"sk-openai-test"},"google":{"type":"oauth","refresh":"r","access":"a","expires":0}}`
+	catalogConfig          = `{"$schema":"https://opencode.ai/config.json","provider":{"localai":{"options":{"apiKey":"cfg-key"},"models":{"extra-model":{"name":"Extra"}}},"anthropic":{"whitelist":["claude-sonnet-4-5"]}},"disabled_providers":["google"],"model":"localai/extra-model"}`
+	catalogModelJSON       = `{"recent":[{"providerID":"openai","modelID":"gpt-4.1-mini"}],"favorite":[],"variant":{}}`
 )
 
 // catalogCase is one recorded case: a server's inputs, and steps after the
@@ -250,10 +254,22 @@ var catalogCases = []catalogCase{
 			{"POST", "/instance/dispose", ""},
 		},
 	},
+	// The brief's state-model (env + authjson keys + model.json): the
+	// wellknown entry breaks the v1 side, as in authjson.
+	{
+		Name:      "state-model-wellknown",
+		Env:       map[string]string{"ANTHROPIC_API_KEY": "sk-ant-test-env"},
+		AuthJSON:  catalogAuthJSON,
+		ModelJSON: catalogModelJSON,
+	},
+	// Without the wellknown entry: authjson alone, with the env key, and
+	// with the env key and model.json.
+	{Name: "authjson-nowellknown", AuthJSON: catalogAuthNoWellKnown},
+	{Name: "env-authjson", Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-test-env"}, AuthJSON: catalogAuthNoWellKnown},
 	{
 		Name:      "state-model",
 		Env:       map[string]string{"ANTHROPIC_API_KEY": "sk-ant-test-env"},
-		AuthJSON:  catalogAuthJSON,
+		AuthJSON:  catalogAuthNoWellKnown,
 		ModelJSON: catalogModelJSON,
 	},
 }
@@ -346,7 +362,7 @@ func recordCatalogCase(t *testing.T, bin string, cc catalogCase) []byte {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || *catalogKeep {
 			t.Logf("work dir kept: %s (serve.log)", root)
 			return
 		}

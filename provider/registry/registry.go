@@ -1,11 +1,13 @@
 // Package registry picks the client that speaks a provider's wire format
 // from the provider's npm package, as OpenCode picks its AI SDK package:
 // @ai-sdk/openai-compatible (and a provider with only a baseURL) speaks
-// chat completions; the native formats join as they are built.
+// chat completions; @ai-sdk/anthropic speaks the Messages API; the other
+// native formats join as they are built.
 package registry
 
 import (
 	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/provider/anthropic"
 	"github.com/opencode-server/opencode-server/provider/openai"
 )
 
@@ -25,7 +27,7 @@ type Options struct {
 // baseURL, for packages without a default endpoint).
 func Supported(npm, baseURL string) bool {
 	switch npm {
-	case "@ai-sdk/openai-compatible", "@ai-sdk/openai":
+	case "@ai-sdk/openai-compatible", "@ai-sdk/openai", "@ai-sdk/anthropic":
 		return true
 	case "":
 		return baseURL != ""
@@ -56,6 +58,8 @@ func New(npm string, o Options) (provider.Provider, bool) {
 		base = DefaultBaseURL(npm)
 	}
 	switch npm {
+	case "@ai-sdk/anthropic":
+		return anthropic.New(anthropic.Config{ProviderID: o.ProviderID, BaseURL: base, APIKey: o.APIKey, Headers: o.Headers}), true
 	default:
 		return openai.New(openai.Config{BaseURL: base, APIKey: o.APIKey, Headers: o.Headers}), true
 	}

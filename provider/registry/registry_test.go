@@ -1,6 +1,10 @@
 package registry
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/opencode-server/opencode-server/provider/anthropic"
+)
 
 func TestSupported(t *testing.T) {
 	cases := []struct {
@@ -9,6 +13,7 @@ func TestSupported(t *testing.T) {
 	}{
 		{"@ai-sdk/openai-compatible", "http://x/v1", true},
 		{"@ai-sdk/openai", "", true},
+		{"@ai-sdk/anthropic", "", true},
 		{"", "http://x/v1", true},
 		{"", "", false},
 		{"@ai-sdk/unknown", "http://x", false},
@@ -20,5 +25,12 @@ func TestSupported(t *testing.T) {
 		if _, ok := New(c.npm, Options{BaseURL: c.base}); ok != c.want {
 			t.Errorf("New(%q, %q) ok = %v", c.npm, c.base, ok)
 		}
+	}
+}
+
+func TestAnthropic(t *testing.T) {
+	p, ok := New("@ai-sdk/anthropic", Options{ProviderID: "anthropic"})
+	if _, isAnthropic := p.(*anthropic.Provider); !ok || !isAnthropic {
+		t.Fatalf("New(@ai-sdk/anthropic) = %T, %v", p, ok)
 	}
 }
