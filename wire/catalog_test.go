@@ -28,7 +28,15 @@ type catalogRecording struct {
 		APIJSONf string                     `json:"api.json"`
 	} `json:"inputs"`
 	Readings []struct {
-		After   string `json:"after"`
+		After string `json:"after"`
+		// DefaultModel is the model a prompt that names none gets (the
+		// user message of a noReply prompt).
+		DefaultModel struct {
+			Status int `json:"status"`
+			Body   struct {
+				Model struct{ ProviderID, ModelID string } `json:"model"`
+			} `json:"body"`
+		} `json:"defaultModel"`
 		Answers []struct {
 			Request string          `json:"request"`
 			Status  int             `json:"status"`
@@ -182,6 +190,23 @@ func compareCatalogCase(t *testing.T, rec catalogRecording) {
 			}
 			if code, b := call(parts[0], parts[1], body); code != 200 {
 				t.Fatalf("%s: %d %s", rd.After, code, b)
+			}
+		}
+		if dm := rd.DefaultModel; dm.Status == 200 && !strings.HasPrefix(rd.After, "PUT ") && !strings.HasPrefix(rd.After, "DELETE ") {
+			// OpenCode answers 500 with no provider at all; ours has the
+			// scripted model then.
+			_, b := call("POST", "/session", "{}")
+			var ses struct{ ID string }
+			_ = json.Unmarshal(b, &ses)
+			code, b := call("POST", "/session/"+ses.ID+"/message", `{"noReply":true,"parts":[{"type":"text","text":"which model?"}]}`)
+			var msg struct {
+				Info struct {
+					Model struct{ ProviderID, ModelID string } `json:"model"`
+				} `json:"info"`
+			}
+			_ = json.Unmarshal(b, &msg)
+			if code != 200 || msg.Info.Model != dm.Body.Model {
+				t.Errorf("default model after %s: %d %+v, reference %+v", rd.After, code, msg.Info.Model, dm.Body.Model)
 			}
 		}
 		for _, a := range rd.Answers {
