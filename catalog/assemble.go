@@ -88,9 +88,9 @@ func Assemble(in Inputs) *Catalog {
 			if pc.Env != nil {
 				p.Env = slices.Clone(pc.Env)
 			}
-			p.Headers = pc.Options.Headers
 			p.Configured = true
 		}
+		p.Headers = loaderHeaders(id, pc.Options.Headers)
 		if p.Name == "" {
 			p.Name = id
 		}
@@ -369,4 +369,34 @@ func (c *Catalog) SmallFor(providerID string) string {
 		}
 	}
 	return ""
+}
+
+// providerHeaders are the headers OpenCode's custom loaders add for some
+// providers (provider.ts): attribution for the gateways, Anthropic's betas.
+var providerHeaders = map[string]map[string]string{
+	"anthropic":  {"anthropic-beta": "interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14"},
+	"openrouter": {"HTTP-Referer": "https://opencode.ai/", "X-Title": "opencode"},
+	"llmgateway": {"HTTP-Referer": "https://opencode.ai/", "X-Title": "opencode", "X-Source": "opencode"},
+	"nvidia":     {"HTTP-Referer": "https://opencode.ai/", "X-Title": "opencode", "X-BILLING-INVOKE-ORIGIN": "OpenCode"},
+	"zenmux":     {"HTTP-Referer": "https://opencode.ai/", "X-Title": "opencode"},
+	"kilo":       {"HTTP-Referer": "https://opencode.ai/", "X-Title": "opencode"},
+	"vercel":     {"http-referer": "https://opencode.ai/", "x-title": "opencode"},
+	"cerebras":   {"X-Cerebras-3rd-Party-Integration": "opencode"},
+}
+
+// loaderHeaders is a provider's headers: its loader's, the config's over
+// them ("" when neither has any).
+func loaderHeaders(id string, cfg map[string]string) map[string]string {
+	base := providerHeaders[id]
+	if len(base) == 0 && len(cfg) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(base)+len(cfg))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range cfg {
+		out[k] = v
+	}
+	return out
 }

@@ -67,8 +67,11 @@ func providerV1(p *catalog.Provider) map[string]any {
 		}
 	}
 	opts := map[string]any{}
-	if p.BaseURL != "" {
+	if p.BaseURL != "" && p.Configured {
 		opts["baseURL"] = p.BaseURL
+	}
+	if len(p.Headers) > 0 {
+		opts["headers"] = p.Headers
 	}
 	env := p.Env
 	if env == nil {
