@@ -316,3 +316,41 @@ func TestReasoningMetadata(t *testing.T) {
 		t.Errorf("another model got the answer as %v", a)
 	}
 }
+
+// twoBlocks streams two signed reasoning blocks, each ended, then a text.
+type twoBlocks struct{ signingModel }
+
+func (m *twoBlocks) Stream(ctx context.Context, req provider.Request, emit func(provider.Chunk)) error {
+	if req.Purpose == provider.PurposeTitle {
+		return m.signingModel.Stream(ctx, req, emit)
+	}
+	m.mu.Lock()
+	m.reqs = append(m.reqs, req)
+	m.mu.Unlock()
+	for _, b := range []string{"first", "second"} {
+		emit(provider.Chunk{Kind: provider.ReasoningDelta, Text: b + " thought"})
+		emit(provider.Chunk{Kind: provider.ReasoningEnd, Metadata: json.RawMessage(`{"anthropic":{"signature":"sig-` + b + `"}}`)})
+	}
+	emit(provider.Chunk{Kind: provider.TextDelta, Text: "answer"})
+	emit(provider.Chunk{Kind: provider.Finish, Reason: "stop"})
+	return nil
+}
+
+// TestReasoningBlocks: each reasoning block a provider ends is a part of
+// its own, stored and sent back with its own signature.
+func TestReasoningBlocks(t *testing.T) {
+	model := &twoBlocks{}
+	srv := testserver.Start(t, testserver.Options{Provider: model})
+	sid := newSession(t, srv.URL)
+	for _, text := range []string{"one", "two"} {
+		if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"`+text+`"}]}`); code != 200 {
+			t.Fatalf("prompt: %d %s", code, b)
+		}
+	}
+	a := model.last().Messages[1]
+	if len(a.Parts) != 3 || a.Parts[0].Text != "first thought" || string(a.Parts[0].Metadata) != `{"anthropic":{"signature":"sig-first"}}` ||
+		a.Parts[1].Text != "second thought" || string(a.Parts[1].Metadata) != `{"anthropic":{"signature":"sig-second"}}` ||
+		a.Parts[2].Type != provider.PartText {
+		t.Fatalf("the answer went back as %+v", a.Parts)
+	}
+}

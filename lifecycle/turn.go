@@ -327,6 +327,15 @@ func (r *runner) onStream(msg streamMsg) {
 		r.delta(st, &st.text, textStream, c.Text, c.Metadata)
 	case provider.ReasoningDelta:
 		r.delta(st, &st.reasoning, reasoningStream, c.Text, c.Metadata)
+	case provider.ReasoningEnd:
+		// One reasoning block is whole: it is its own part (its signature
+		// covers it alone), and the next one opens another.
+		if st.reasoning != nil {
+			if len(c.Metadata) > 0 {
+				st.reasoning.part.Metadata = c.Metadata
+			}
+			r.closeSlot(r.outbox(), st, &st.reasoning, r.m.now())
+		}
 	case provider.ToolInputStart:
 		if c.ToolCall != nil {
 			r.toolPending(st, c.ToolCall)
@@ -421,21 +430,25 @@ func (r *runner) maybeEndStep() {
 
 // closeText ends the open reasoning and text parts, committing their text.
 func (r *runner) closeText(t *outbox, st *step, now int64) {
-	for _, slot := range []**streaming{&st.reasoning, &st.text} {
-		s := *slot
-		if s == nil {
-			continue
-		}
-		p := s.part
-		p.Text = s.buf.String()
-		end := now
-		p.Time = &opencode.PartTime{Start: s.part.Time.Start, End: &end}
-		t.part(p, now)
-		t.durable(s.kind.ended, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, s.kind.idKey: p.ID, "text": p.Text})
-		st.parts = append(st.parts, p)
-		*slot = nil
+	r.closeSlot(t, st, &st.reasoning, now)
+	r.closeSlot(t, st, &st.text, now)
+}
+
+// closeSlot ends one streamed part, if open, committing its text.
+func (r *runner) closeSlot(t *outbox, st *step, slot **streaming, now int64) {
+	s := *slot
+	if s == nil {
+		return
 	}
+	p := s.part
+	p.Text = s.buf.String()
+	end := now
+	p.Time = &opencode.PartTime{Start: s.part.Time.Start, End: &end}
+	t.part(p, now)
+	t.durable(s.kind.ended, 1, map[string]any{"timestamp": now, "sessionID": r.id,
+		"assistantMessageID": st.msg.ID, s.kind.idKey: p.ID, "text": p.Text})
+	st.parts = append(st.parts, p)
+	*slot = nil
 }
 
 // endStep closes the current model call: step-finish, the completed

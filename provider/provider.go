@@ -183,6 +183,11 @@ type ChunkKind int
 const (
 	TextDelta ChunkKind = iota + 1
 	ReasoningDelta
+	// ReasoningEnd: the reasoning block being streamed is complete (its
+	// Metadata, if any, is the block's: a signature); a later
+	// ReasoningDelta starts a new block. Providers whose API streams
+	// several reasoning blocks per call send it, so each goes back whole.
+	ReasoningEnd
 	// ToolInputStart: the model began a tool call (ToolCall has ID and Name;
 	// its arguments are still streaming).
 	ToolInputStart
