@@ -93,23 +93,29 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, emit func(p
 	if err != nil {
 		return fmt.Errorf("openai: encoding request: %w", err)
 	}
-	return p.retry.Run(ctx, emit, func() (bool, error) { return p.attempt(ctx, body, emit) })
+	return p.retry.Run(ctx, emit, func() (bool, error) { return p.attempt(ctx, req.SessionID, body, emit) })
 }
 
 // attempt makes one HTTP call and streams its reply. emitted reports
 // whether any chunk reached emit.
-func (p *Provider) attempt(ctx context.Context, body []byte, emit func(provider.Chunk)) (emitted bool, err error) {
+func (p *Provider) attempt(ctx context.Context, sessionID string, body []byte, emit func(provider.Chunk)) (emitted bool, err error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
 		return false, fmt.Errorf("openai: %w", err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header.Set("Accept", "*/*") // as the AI SDK's fetch sends it
 	if p.apiKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+p.apiKey)
 	}
 	for k, v := range p.headers {
 		hreq.Header.Set(k, v)
+	}
+	if sessionID != "" {
+		// OpenCode's per-call headers: the session, so a gateway can keep
+		// its calls on one backend (and its prompt cache warm).
+		hreq.Header.Set("x-session-affinity", sessionID)
+		hreq.Header.Set("x-session-id", sessionID)
 	}
 	resp, err := p.client.Do(hreq)
 	if err != nil {

@@ -222,6 +222,7 @@ func TestRequestShape(t *testing.T) {
 		Headers: map[string]string{"X-Title": "opencode"},
 	})
 	req := provider.Request{
+		SessionID: "ses_test",
 		ModelID:   "mock-model",
 		MaxTokens: 4096,
 		System:    "You are opencode.",
@@ -273,6 +274,10 @@ func TestRequestShape(t *testing.T) {
 	}
 	h := s.Headers()[0]
 	if h.Get("Authorization") != "Bearer sk-test" || h.Get("X-Title") != "opencode" || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("headers %v", h)
+	}
+	// As the recorded opencode serve requests: accept */*, the session.
+	if h.Get("Accept") != "*/*" || h.Get("X-Session-Affinity") != "ses_test" || h.Get("X-Session-Id") != "ses_test" {
 		t.Fatalf("headers %v", h)
 	}
 }
