@@ -90,7 +90,7 @@ func Assemble(in Inputs) *Catalog {
 			}
 			p.Configured = true
 		}
-		p.Headers = loaderHeaders(id, pc.Options.Headers)
+
 		if p.Name == "" {
 			p.Name = id
 		}
@@ -114,6 +114,12 @@ func Assemble(in Inputs) *Catalog {
 				}
 			}
 		}
+		// A custom loader's options (its headers) join only a provider the
+		// environment or auth.json connected before the config's providers
+		// were merged (OpenCode's `if (r && (r.autoload || D[g]))`): not one
+		// keyed by options.apiKey alone.
+		loader := p.Source == "env" || p.Source == "api"
+		p.Headers = loaderHeaders(id, loader, pc.Options.Headers)
 		if inCfg {
 			p.Source = "config"
 		}
@@ -384,10 +390,13 @@ var providerHeaders = map[string]map[string]string{
 	"cerebras":   {"X-Cerebras-3rd-Party-Integration": "opencode"},
 }
 
-// loaderHeaders is a provider's headers: its loader's, the config's over
-// them ("" when neither has any).
-func loaderHeaders(id string, cfg map[string]string) map[string]string {
-	base := providerHeaders[id]
+// loaderHeaders is a provider's headers: its loader's (when loader), the
+// config's over them (nil when neither has any).
+func loaderHeaders(id string, loader bool, cfg map[string]string) map[string]string {
+	var base map[string]string
+	if loader {
+		base = providerHeaders[id]
+	}
 	if len(base) == 0 && len(cfg) == 0 {
 		return nil
 	}

@@ -26,7 +26,8 @@ package wire
 // sees every request in arrival order whatever the stub does with title
 // requests. The binary is -prompt.opencode, else $OPENCODE_BIN, else the e2e
 // tests' install under ~/.cache/opencode-server-e2e. Without -prompt.record
-// the test is skipped.
+// the test is skipped. A case with the Anthropic hook talks to an
+// Anthropic model instead (TestRecordAnthropicReference).
 
 import (
 	"bytes"
@@ -50,6 +51,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencode-server/opencode-server/internal/anthropicstub"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 )
 
@@ -79,6 +81,21 @@ type promptCase struct {
 	// Script, when set, is the stub model's script instead of
 	// stubmodel.Echo.
 	Script stubmodel.Script
+	// Anthropic, when set, makes the case's model an Anthropic one: the
+	// global config is anthropicConfig (provider "anthropic" through
+	// @ai-sdk/anthropic, model anthropic/claude-sonnet-4-5), the model is
+	// internal/anthropicstub answering with this script, and the proxy
+	// keeps the /v1/messages requests (TestRecordAnthropicReference,
+	// testdata/reference/prompt-anthropic).
+	Anthropic anthropicstub.Script
+	// ModelsDev, when set, is a models.dev api.json the server reads its
+	// catalog from (written to <ROOT>/api.json, OPENCODE_MODELS_PATH);
+	// without it the real server has no catalog at all (models fetch
+	// disabled, no cache).
+	ModelsDev string
+	// Env is added to the server's environment (NAME=value), after
+	// cleanEnv took the machine's keys out.
+	Env []string
 }
 
 var promptCases = []promptCase{
@@ -209,7 +226,8 @@ func gitInit(t *testing.T, dir string) {
 }
 
 // modelRecorder is a reverse proxy in front of the stub model that keeps
-// every chat request, in arrival order.
+// every model request (chat completions, or Anthropic messages), in
+// arrival order.
 type modelRecorder struct {
 	mu   sync.Mutex
 	reqs []recordedRequest
@@ -229,7 +247,7 @@ func (m *modelRecorder) handler(stubURL string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") || strings.HasSuffix(r.URL.Path, "/messages") {
 			m.mu.Lock()
 			m.reqs = append(m.reqs, recordedRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 			m.mu.Unlock()
@@ -245,8 +263,16 @@ func (m *modelRecorder) all() []recordedRequest {
 }
 
 // isTitleRequest is stubmodel's title test: no tools, and a first system
-// message that talks about a title.
+// message that talks about a title; for a Messages API body (top-level
+// system blocks) anthropicstub's.
 func isTitleRequest(body []byte) bool {
+	var probe struct {
+		System json.RawMessage `json:"system"`
+	}
+	if json.Unmarshal(body, &probe) == nil && len(probe.System) > 0 {
+		var areq anthropicstub.Request
+		return json.Unmarshal(body, &areq) == nil && areq.IsTitle()
+	}
 	var req stubmodel.Request
 	if json.Unmarshal(body, &req) != nil {
 		return false
@@ -289,11 +315,13 @@ func TestRecordPromptReference(t *testing.T) {
 		if *promptOnly != "" && !strings.Contains(","+*promptOnly+",", ","+pc.Name+",") {
 			continue
 		}
-		t.Run(pc.Name, func(t *testing.T) { recordPromptCase(t, bin, pc) })
+		t.Run(pc.Name, func(t *testing.T) { recordPromptCase(t, bin, pc, promptRefDir) })
 	}
 }
 
-func recordPromptCase(t *testing.T, bin string, pc promptCase) {
+// recordPromptCase runs the case on the real server and writes what the
+// model got to outDir/<case>.json.
+func recordPromptCase(t *testing.T, bin string, pc promptCase, outDir string) {
 	root, err := os.MkdirTemp("", "prompt-ref-")
 	if err != nil {
 		t.Fatal(err)
@@ -315,16 +343,23 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 		}
 	}
 
-	script := pc.Script
-	if script == nil {
-		script = stubmodel.Echo
+	var stubURL string
+	if pc.Anthropic != nil {
+		stubURL = anthropicstub.NewServer(t, pc.Anthropic).URL()
+	} else {
+		script := pc.Script
+		if script == nil {
+			script = stubmodel.Echo
+		}
+		stubURL = stubmodel.NewServer(t, script).URL()
 	}
-	stub := stubmodel.NewServer(t, script)
 	rec := &modelRecorder{}
-	proxy := httptest.NewServer(rec.handler(stub.URL()))
+	proxy := httptest.NewServer(rec.handler(stubURL))
 	t.Cleanup(proxy.Close)
-	cfg, err := os.ReadFile("/work/shared/reference/opencode.json")
-	if err != nil {
+	var cfg []byte
+	if pc.Anthropic != nil {
+		cfg = []byte(anthropicConfig)
+	} else if cfg, err = os.ReadFile("/work/shared/reference/opencode.json"); err != nil {
 		t.Fatal(err)
 	}
 	cfg = bytes.ReplaceAll(cfg, []byte("MODEL_BASE_URL"), []byte(proxy.URL+"/v1"))
@@ -353,6 +388,11 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 		"XDG_CACHE_HOME="+home+"/.cache",
 		"OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1", "OPENCODE_DISABLE_SHARE=1", "OPENCODE_DISABLE_LSP_DOWNLOAD=1",
 	)
+	cmd.Env = append(cmd.Env, pc.Env...)
+	if pc.ModelsDev != "" {
+		writeFile(t, filepath.Join(root, "api.json"), []byte(pc.ModelsDev))
+		cmd.Env = append(cmd.Env, "OPENCODE_MODELS_PATH="+filepath.Join(root, "api.json"))
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -421,6 +461,9 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 		}
 		waitQuiet()
 	}
+	if pc.Anthropic != nil {
+		checkAcceptedStreams(t, call("GET", "/session/"+ses.ID+"/message", ""))
+	}
 	// The title request is sent beside the first turn; wait for it, then for
 	// the model to stay quiet.
 	deadline := time.Now().Add(30 * time.Second)
@@ -437,6 +480,9 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	waitQuiet()
+	if pc.Anthropic != nil && pc.NeedTitle {
+		checkTitled(t, call("GET", "/session/"+ses.ID, ""))
+	}
 
 	norm := newPromptNormaliser(map[string]string{dir: "<DIR>", home: "<HOME>", root: "<ROOT>"})
 	out := struct {
@@ -504,7 +550,7 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase) {
 			t.Errorf("%s left in the output", leak)
 		}
 	}
-	writeFile(t, filepath.Join(promptRefDir, pc.Name+".json"), buf.Bytes())
+	writeFile(t, filepath.Join(outDir, pc.Name+".json"), buf.Bytes())
 	t.Logf("%s: %d turn requests, %d title requests", pc.Name, len(out.Requests), len(out.Titles))
 }
 

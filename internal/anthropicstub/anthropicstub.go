@@ -201,6 +201,24 @@ func (r Request) LastIsToolResult() bool {
 	return false
 }
 
+// titleSubject is what a title request asks to name: the last text block
+// of the last user message with text. OpenCode's question ("Generate a
+// title for this conversation:") and the first message are two user
+// messages, which the Messages API merges into one: the first message's
+// text is its last text block.
+func (r Request) titleSubject() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if m := r.Messages[i]; m.Role == "user" {
+			for k := len(m.Content) - 1; k >= 0; k-- {
+				if b := m.Content[k]; b.Type == "text" && strings.TrimSpace(b.Text) != "" {
+					return b.Text
+				}
+			}
+		}
+	}
+	return ""
+}
+
 // IsTitle reports whether req is a session's title request: no tools and
 // a system prompt about a title.
 func (r Request) IsTitle() bool {
@@ -563,7 +581,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.titles = append(s.titles, json.RawMessage(body))
 		s.mu.Unlock()
-		resp = Response{Text: stubmodel.TitleOf(req.LastUserText())}
+		resp = Response{Text: stubmodel.TitleOf(req.titleSubject())}
 	} else {
 		n := int(s.n.Add(1))
 		if !s.norecord {

@@ -150,6 +150,14 @@ func TestTitleAndNonStream(t *testing.T) {
 	if got := deltaText(evs); s.Count() != 0 || len(s.Titles()) != 1 || got != "Fix the login bug" {
 		t.Errorf("title %q: count %d titles %d", got, s.Count(), len(s.Titles()))
 	}
+	// OpenCode's title request: the question and the first message merged
+	// into one user message; the title is the first message's.
+	merged := `{"model":"m","max_tokens":10,"stream":true,"system":[{"type":"text","text":"You are a title generator."}],"messages":[{"role":"user","content":[` +
+		`{"type":"text","text":"Generate a title for this conversation:\n"},{"type":"text","text":"hello there"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA=="}}]}]}`
+	evs, _ = events(t, post(t, s, merged).Body)
+	if got := deltaText(evs); got != "hello there" || len(s.Titles()) != 2 {
+		t.Errorf("title of the merged request %q, titles %d", got, len(s.Titles()))
+	}
 	resp := post(t, s, strings.Replace(simple, `"stream":true`, `"stream":false`, 1))
 	var m struct {
 		Type    string `json:"type"`

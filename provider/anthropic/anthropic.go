@@ -40,6 +40,13 @@ const Version = "2023-06-01"
 //
 //	anthropic: () => ({ autoload: false, options: { headers: {
 //	  "anthropic-beta": "interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14" } } })
+//
+// The loader's options are merged only when models.dev lists the provider
+// and an env key or auth.json connected it before the config's providers
+// were (autoload is false): a provider keyed by options.apiKey alone gets
+// no betas from it (testdata/reference/prompt-anthropic, text and
+// text-env-key). The catalog decides that and puts the header in
+// Config.Headers (catalog/assemble.go); this is its value.
 var DefaultBetas = []string{"interleaved-thinking-2025-05-14", "fine-grained-tool-streaming-2025-05-14"}
 
 // Clock is the time source for retry waits; tests substitute it.
@@ -48,7 +55,9 @@ type Clock = httpsse.Clock
 // Config configures a Provider.
 type Config struct {
 	// ProviderID is the provider's ID in the catalog: "anthropic" gets
-	// DefaultBetas, as OpenCode's loader for that ID adds them.
+	// DefaultBetas, as OpenCode's loader for that ID adds them (OpenCode
+	// adds them only to a provider models.dev lists that an env key or
+	// auth.json connected; the catalog knows that, this package does not).
 	ProviderID string
 	// BaseURL is the API root including the version (default
 	// $ANTHROPIC_BASE_URL, else DefaultBaseURL); requests go to
@@ -110,11 +119,6 @@ func New(cfg Config) *Provider {
 		client: cfg.HTTPClient,
 		retry:  httpsse.Retry{Max: cfg.MaxRetries, Base: cfg.RetryBase, Clock: cfg.Clock}.WithDefaults(),
 	}
-	if cfg.ProviderID == "anthropic" {
-		for _, b := range DefaultBetas {
-			p.betas.add(b)
-		}
-	}
 	for k, v := range cfg.Headers {
 		if strings.EqualFold(k, "anthropic-beta") {
 			// The AI SDK's getBetasFromHeaders: lower-cased, split on
@@ -170,25 +174,36 @@ func (p *Provider) Stream(ctx context.Context, req provider.Request, emit func(p
 		betas.add(b)
 	}
 	beta := strings.Join(betas, ",")
-	return p.retry.Run(ctx, emit, func() (bool, error) { return p.attempt(ctx, body, beta, emit) })
+	return p.retry.Run(ctx, emit, func() (bool, error) { return p.attempt(ctx, body, beta, req.SessionID, emit) })
 }
 
 // attempt makes one HTTP call and streams its reply. emitted reports
 // whether any chunk reached emit.
-func (p *Provider) attempt(ctx context.Context, body []byte, beta string, emit func(provider.Chunk)) (emitted bool, err error) {
+//
+// The headers are OpenCode's (testdata/reference/prompt-anthropic): the
+// AI SDK's content-type, anthropic-version and x-api-key, the provider's
+// options.headers over them, then the call's own headers over those
+// (session/llm.ts sends "x-session-affinity" and "X-Session-Id", the
+// session's ID, with every call of a provider not OpenCode's own), and
+// the betas last. Accept is what Bun's fetch sends when none is set.
+func (p *Provider) attempt(ctx context.Context, body []byte, beta, sessionID string, emit func(provider.Chunk)) (emitted bool, err error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
 		return false, fmt.Errorf("anthropic: %w", err)
 	}
 	h := hreq.Header
 	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "text/event-stream")
+	h.Set("Accept", "*/*")
 	h.Set("Anthropic-Version", Version)
 	if p.apiKey != "" {
 		h.Set("X-Api-Key", p.apiKey)
 	}
 	for k, v := range p.headers {
 		h.Set(k, v)
+	}
+	if sessionID != "" {
+		h.Set("X-Session-Affinity", sessionID)
+		h.Set("X-Session-Id", sessionID)
 	}
 	if beta != "" {
 		h.Set("Anthropic-Beta", beta)

@@ -104,7 +104,9 @@ func checkFinish(t *testing.T, cs []provider.Chunk) provider.Chunk {
 func TestText(t *testing.T) {
 	s := anthropicstub.NewServer(t, anthropicstub.Fixed(anthropicstub.Response{Text: "Hello there, friend.",
 		Usage: &anthropicstub.Usage{InputTokens: 10, OutputTokens: 5, CacheReadInputTokens: 300, CacheCreationInputTokens: 40}}))
-	p := newProvider(t, anthropic.Config{BaseURL: s.URL(), ProviderID: "anthropic"})
+	// The loader's betas come as a header from the catalog.
+	p := newProvider(t, anthropic.Config{BaseURL: s.URL(), ProviderID: "anthropic",
+		Headers: map[string]string{"anthropic-beta": strings.Join(anthropic.DefaultBetas, ",")}})
 	got, err := run(t, p, userReq("hi"))
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +143,9 @@ func TestBetasFromHeadersAndTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := s.Headers()[0]
-	want := "structured-outputs-2025-11-13,interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14,context-1m-2025-08-07"
+	// The config's header replaces the loader's (the catalog merges them
+	// as OpenCode's mergeDeep does); the request's own betas come first.
+	want := "structured-outputs-2025-11-13,context-1m-2025-08-07,interleaved-thinking-2025-05-14"
 	if got := h.Get("Anthropic-Beta"); got != want || h.Get("X-Extra") != "1" {
 		t.Errorf("anthropic-beta %q, want %q; x-extra %q", got, want, h.Get("X-Extra"))
 	}
@@ -152,6 +156,32 @@ func TestBetasFromHeadersAndTools(t *testing.T) {
 	}
 	if got := s.Headers()[1].Get("Anthropic-Beta"); got != "" {
 		t.Errorf("anthropic-beta %q for another provider", got)
+	}
+}
+
+// TestSessionHeaders: every call says its session in x-session-affinity
+// and X-Session-Id, over the provider's options.headers of those names
+// (OpenCode's call headers win over the provider's), with Accept as Bun's
+// fetch sends it; a request without a session sends neither.
+func TestSessionHeaders(t *testing.T) {
+	s := anthropicstub.NewServer(t, nil)
+	p := newProvider(t, anthropic.Config{BaseURL: s.URL(), Headers: map[string]string{"X-Session-Id": "configured", "X-Extra": "1"}})
+	req := userReq("hi")
+	req.SessionID = "ses_0123456789abcdefABCDEF"
+	if _, err := run(t, p, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, p, userReq("no session")); err != nil {
+		t.Fatal(err)
+	}
+	h := s.Headers()[0]
+	for k, want := range map[string]string{"X-Session-Affinity": req.SessionID, "X-Session-Id": req.SessionID, "X-Extra": "1", "Accept": "*/*"} {
+		if got := h.Get(k); got != want {
+			t.Errorf("header %s: %q, want %q", k, got, want)
+		}
+	}
+	if h := s.Headers()[1]; h.Get("X-Session-Affinity") != "" || h.Get("X-Session-Id") != "configured" {
+		t.Errorf("without a session: x-session-affinity %q, x-session-id %q", h.Get("X-Session-Affinity"), h.Get("X-Session-Id"))
 	}
 }
 
