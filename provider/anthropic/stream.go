@@ -296,6 +296,12 @@ func (s *streamState) blockStop(index int) {
 		return
 	}
 	delete(s.blocks, index)
+	if b.kind == "thinking" || b.kind == "redacted_thinking" {
+		// Each thinking block goes back as its own part, with its own
+		// signature: end this one.
+		s.send(provider.Chunk{Kind: provider.ReasoningEnd})
+		return
+	}
 	if b.kind != "tool_use" {
 		return
 	}

@@ -54,6 +54,8 @@ func show(cs []provider.Chunk) []string {
 			out = append(out, "text:"+c.Text)
 		case provider.ReasoningDelta:
 			out = append(out, "reasoning:"+c.Text+string(c.Metadata))
+		case provider.ReasoningEnd:
+			out = append(out, "reasoning-end")
 		case provider.ToolInputStart:
 			out = append(out, "start:"+c.ToolCall.ID+"/"+c.ToolCall.Name)
 		case provider.ToolInputDelta:
@@ -119,7 +121,7 @@ func TestDecode(t *testing.T) {
 			`{"type":"message_delta","delta":{"stop_reason":"max_tokens"},"usage":{"output_tokens":90,"output_tokens_details":{"thinking_tokens":60}}}`,
 			evStop),
 			[]string{"reasoning:Let me think", "reasoning: it over.", `reasoning:{"anthropic":{"signature":"EqQBCkYIB"}}`,
-				`reasoning:{"anthropic":{"redactedData":"EmwKAhgB"}}`, "text:42", "finish:length:2112,90,60,2000,100"}},
+				"reasoning-end", `reasoning:{"anthropic":{"redactedData":"EmwKAhgB"}}`, "reasoning-end", "text:42", "finish:length:2112,90,60,2000,100"}},
 		{"duplicate message_start ignored, unknown events skipped", sse(evStart, evStart,
 			`{"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{}}}`,
 			`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}`,
