@@ -367,7 +367,7 @@ func toolKind(tool string) string {
 	switch tool {
 	case "read":
 		return "read"
-	case "edit", "write", "patch", "multiedit":
+	case "edit", "write", "apply_patch", "patch", "multiedit":
 		return "edit"
 	case "glob", "grep", "list":
 		return "search"

@@ -96,7 +96,8 @@ func (r *runner) rulesets() [][]Rule {
 
 // toolsFor is the tool list of a step: the tools the turn's rules do not
 // deny outright (agent.Disabled), less those the latest prompt switched
-// off (the v1 `tools` map).
+// off (the v1 `tools` map). As OpenCode, a GPT model gets apply_patch
+// instead of edit and write (usesApplyPatch).
 func (r *runner) toolsFor(tu *turn) []provider.ToolSpec {
 	var off map[string]bool
 	if n := len(tu.users); n > 0 {
@@ -107,8 +108,12 @@ func (r *runner) toolsFor(tu *turn) []provider.ToolSpec {
 	if r.m.cfg.MoreTools != nil {
 		specs = append(slices.Clip(specs), toolSpecs(r.m.cfg.MoreTools())...)
 	}
+	patch := usesApplyPatch(tu.model.ModelID)
 	out := make([]provider.ToolSpec, 0, len(specs))
 	for _, s := range specs {
+		if s.Name == "apply_patch" && !patch || (s.Name == "edit" || s.Name == "write") && patch {
+			continue
+		}
 		if on, set := off[s.Name]; set && !on {
 			continue
 		}
@@ -122,6 +127,13 @@ func (r *runner) toolsFor(tu *turn) []provider.ToolSpec {
 		out = append(out, s)
 	}
 	return out
+}
+
+// usesApplyPatch reports whether a model edits files with apply_patch
+// rather than edit and write, as OpenCode's ToolRegistry.tools decides: a
+// GPT model ("gpt-" in its ID) other than gpt-4* and the gpt-oss ones.
+func usesApplyPatch(modelID string) bool {
+	return strings.Contains(modelID, "gpt-") && !strings.Contains(modelID, "oss") && !strings.Contains(modelID, "gpt-4")
 }
 
 // reminderFor is the reminder the step adds to the last user message: plan

@@ -13,7 +13,8 @@ import (
 
 // Builtin returns fresh instances of the built-in tools, named as OpenCode
 // names them: bash, read, glob, grep, edit, write, todowrite, webfetch,
-// question, task.
+// question, task, apply_patch (which the model is offered instead of edit
+// and write when it is a GPT model, as OpenCode does; see lifecycle).
 func Builtin() []Tool {
 	return []Tool{
 		Bash{},
@@ -26,6 +27,7 @@ func Builtin() []Tool {
 		WebFetch{},
 		Question{},
 		Task{Subagents: subagents()},
+		ApplyPatch{},
 	}
 }
 

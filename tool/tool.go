@@ -1,10 +1,10 @@
-// Package tool holds the tools a model can call (read, write, edit, glob,
-// grep, bash, todowrite, webfetch, question, task, skill). Every file tool
-// is confined to the session's directory: no path may escape it through
-// ".." or symlinks. The file tools check a path with Resolve, then touch it
-// only through an os.Root on the directory, so the confinement also holds
-// at the moment of use; bash runs a process in the directory and is not
-// confined by it.
+// Package tool holds the tools a model can call (read, write, edit,
+// apply_patch, glob, grep, bash, todowrite, webfetch, question, task,
+// skill). Every file tool is confined to the session's directory: no path
+// may escape it through ".." or symlinks. The file tools check a path with
+// Resolve, then touch it only through an os.Root on the directory, so the
+// confinement also holds at the moment of use; bash runs a process in the
+// directory and is not confined by it.
 package tool
 
 import (

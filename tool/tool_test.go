@@ -124,7 +124,7 @@ func TestResolve(t *testing.T) {
 }
 
 func TestBuiltinSchemas(t *testing.T) {
-	want := []string{"bash", "read", "glob", "grep", "edit", "write", "todowrite", "webfetch", "question", "task"}
+	want := []string{"bash", "read", "glob", "grep", "edit", "write", "todowrite", "webfetch", "question", "task", "apply_patch"}
 	tools := Builtin()
 	if len(tools) != len(want) {
 		t.Fatalf("got %d tools", len(tools))
