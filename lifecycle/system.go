@@ -126,6 +126,8 @@ func (r *runner) toolsFor(tu *turn) []provider.ToolSpec {
 		}
 		out = append(out, s)
 	}
+	// By name, as OpenCode sends them (MCP tools among the others).
+	slices.SortFunc(out, func(a, b provider.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

@@ -233,34 +233,6 @@ var anthropicRules = []anthropicRule{
 		},
 	},
 	{
-		ID: "tool-order",
-		Why: "OpenCode sorts the tools by name (session/llm.ts: Object.entries(tools).toSorted(localeCompare)) for every provider; ours come in lifecycle's " +
-			"registry order (lifecycle's to change, not the provider's): compared sorted by name",
-		Apply: func(t *testing.T, _ bool, ours, ref *anthropicCall) bool {
-			names := func(c *anthropicCall) []string {
-				var out []string
-				tools, _ := c.Body["tools"].([]any)
-				for _, tl := range tools {
-					m, _ := tl.(map[string]any)
-					n, _ := m["name"].(string)
-					out = append(out, n)
-				}
-				return out
-			}
-			before := names(ours)
-			for _, c := range []*anthropicCall{ours, ref} {
-				if tools, ok := c.Body["tools"].([]any); ok {
-					sort.SliceStable(tools, func(i, j int) bool {
-						a, _ := tools[i].(map[string]any)["name"].(string)
-						b, _ := tools[j].(map[string]any)["name"].(string)
-						return a < b
-					})
-				}
-			}
-			return !slices.Equal(before, names(ours))
-		},
-	},
-	{
 		ID: "tool-definitions",
 		Why: "the tools' descriptions and parameter schemas are the tool package's (our own words, as TestPromptMatchesReference treats them): " +
 			"compared are each tool's name, its parameter names and required ones, and the task tool's subagents; the provider sends the rest of each " +
