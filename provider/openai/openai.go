@@ -89,7 +89,7 @@ func (p *Provider) CloseIdleConnections() { p.client.CloseIdleConnections() }
 
 // Stream implements provider.Provider.
 func (p *Provider) Stream(ctx context.Context, req provider.Request, emit func(provider.Chunk)) error {
-	body, err := json.Marshal(buildRequest(req))
+	body, err := buildRequest(req).encode()
 	if err != nil {
 		return fmt.Errorf("openai: encoding request: %w", err)
 	}

@@ -11,7 +11,9 @@ import (
 type chatRequest struct {
 	Model         string            `json:"model"`
 	MaxTokens     int               `json:"max_tokens,omitempty"`
-	Messages      []json.RawMessage `json:"messages"`
+	// Messages are spliced in by encode (json.Marshal would validate and
+	// copy every memoized encoding again on each call).
+	Messages      []json.RawMessage `json:"-"`
 	Tools         []chatTool        `json:"tools,omitempty"`
 	ToolChoice    string            `json:"tool_choice,omitempty"`
 	Temperature   *float64          `json:"temperature,omitempty"`
@@ -191,4 +193,33 @@ func encodeMessage(m provider.Message) json.RawMessage {
 		panic("openai: encode message: " + err.Error())
 	}
 	return b
+}
+
+// encode is the request body: the messages' encodings (memoized, so a long
+// history costs a copy, not a re-encoding) then the other fields.
+func (r chatRequest) encode() ([]byte, error) {
+	rest, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	n := len(rest) + 16
+	for _, m := range r.Messages {
+		n += len(m) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, `{"messages":[`...)
+	for i, m := range r.Messages {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, m...)
+	}
+	out = append(out, ']')
+	if len(rest) > 2 {
+		out = append(out, ',')
+		out = append(out, rest[1:]...)
+	} else {
+		out = append(out, '}')
+	}
+	return out, nil
 }
