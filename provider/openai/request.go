@@ -9,8 +9,8 @@ import (
 
 // chatRequest is the body of POST /chat/completions.
 type chatRequest struct {
-	Model         string            `json:"model"`
-	MaxTokens     int               `json:"max_tokens,omitempty"`
+	Model     string `json:"model"`
+	MaxTokens int    `json:"max_tokens,omitempty"`
 	// Messages are spliced in by encode (json.Marshal would validate and
 	// copy every memoized encoding again on each call).
 	Messages      []json.RawMessage `json:"-"`
