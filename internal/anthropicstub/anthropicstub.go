@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"io"
 	"net"
 	"net/http"
@@ -685,9 +686,9 @@ func writeError(w http.ResponseWriter, status int, typ, msg string, headers map[
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	b := append([]byte(nil), `{"type":"error","error":{"type":`...)
-	b = appendString(b, typ)
+	b = jsonw.AppendString(b, typ)
 	b = append(b, `,"message":`...)
-	b = appendString(b, msg)
+	b = jsonw.AppendString(b, msg)
 	b = append(b, "}}\n"...)
 	_, _ = w.Write(b)
 }

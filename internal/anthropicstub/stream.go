@@ -2,6 +2,7 @@ package anthropicstub
 
 import (
 	"context"
+	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"net/http"
 	"strconv"
 	"time"
@@ -45,7 +46,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 	b = append(b, `{"type":"message_start","message":{"id":"msg_stub_`...)
 	b = strconv.AppendInt(b, int64(req.N), 10)
 	b = append(b, `","type":"message","role":"assistant","model":`...)
-	b = appendString(b, req.Model)
+	b = jsonw.AppendString(b, req.Model)
 	b = append(b, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
 	b = strconv.AppendInt(b, u.InputTokens, 10)
 	b = append(b, `,"cache_creation_input_tokens":`...)
@@ -63,7 +64,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 	ok := true
 	if resp.RedactedThinking != "" {
 		b := e.blockStart(index, `{"type":"redacted_thinking","data":`)
-		b = appendString(b, resp.RedactedThinking)
+		b = jsonw.AppendString(b, resp.RedactedThinking)
 		e.close(append(b, "}}"...))
 		e.blockStop(index)
 		index++
@@ -73,7 +74,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 		ok = e.pieces(index, `{"type":"thinking_delta","thinking":`, resp.Thinking, chunks)
 		if ok {
 			b := e.delta(index, `{"type":"signature_delta","signature":`)
-			b = appendString(b, signature(resp, req.N))
+			b = jsonw.AppendString(b, signature(resp, req.N))
 			e.close(append(b, "}}"...))
 			e.blockStop(index)
 			index++
@@ -93,9 +94,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 	if resp.StreamError != nil {
 		b := e.open("error")
 		b = append(b, `{"type":"error","error":{"type":`...)
-		b = appendString(b, resp.StreamError.Type)
+		b = jsonw.AppendString(b, resp.StreamError.Type)
 		b = append(b, `,"message":`...)
-		b = appendString(b, resp.StreamError.Message)
+		b = jsonw.AppendString(b, resp.StreamError.Message)
 		e.close(append(b, "}}"...))
 		e.flush()
 		return
@@ -110,9 +111,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 			return
 		}
 		b := e.blockStart(index, `{"type":"tool_use","id":`)
-		b = appendString(b, toolUseID(c, req.N, i))
+		b = jsonw.AppendString(b, toolUseID(c, req.N, i))
 		b = append(b, `,"name":`...)
-		b = appendString(b, c.Name)
+		b = jsonw.AppendString(b, c.Name)
 		e.close(append(b, `,"input":{}}}`...))
 		// The API opens every tool input with an empty piece.
 		e.close(append(e.delta(index, `{"type":"input_json_delta","partial_json":""`), "}}"...))
@@ -133,7 +134,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, req *Request, re
 	}
 	b = e.open("message_delta")
 	b = append(b, `{"type":"message_delta","delta":{"stop_reason":`...)
-	b = appendString(b, reason)
+	b = jsonw.AppendString(b, reason)
 	b = append(b, `,"stop_sequence":null},"usage":{"output_tokens":`...)
 	b = strconv.AppendInt(b, u.OutputTokens, 10)
 	e.close(append(b, "}}"...))
@@ -185,7 +186,7 @@ func (e *sse) pieces(index int, open, text string, n int) bool {
 		if !e.wait() {
 			return false
 		}
-		b := appendString(e.delta(index, open), piece)
+		b := jsonw.AppendString(e.delta(index, open), piece)
 		e.close(append(b, "}}"...))
 		if !e.step() {
 			return false
@@ -269,48 +270,4 @@ func (e *sse) fail() {
 	default:
 		e.s.canceled.Add(1)
 	}
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -2,6 +2,7 @@ package stubmodel
 
 import (
 	"context"
+	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"net/http"
 	"strconv"
 	"sync"
@@ -46,7 +47,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp *Response, 
 	p = append(p, `","object":"chat.completion.chunk","created":`...)
 	p = strconv.AppendInt(p, time.Now().Unix(), 10)
 	p = append(p, `,"model":`...)
-	p = appendString(p, model)
+	p = jsonw.AppendString(p, model)
 	p = append(p, `,"choices":[`...)
 	e.prefix = p
 	defer func() {
@@ -84,9 +85,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp *Response, 
 		e.buf = append(e.buf, `{"tool_calls":[{"index":`...)
 		e.buf = strconv.AppendInt(e.buf, int64(i), 10)
 		e.buf = append(e.buf, `,"id":`...)
-		e.buf = appendString(e.buf, callID(c, n, i))
+		e.buf = jsonw.AppendString(e.buf, callID(c, n, i))
 		e.buf = append(e.buf, `,"type":"function","function":{"name":`...)
-		e.buf = appendString(e.buf, c.Name)
+		e.buf = jsonw.AppendString(e.buf, c.Name)
 		e.buf = append(e.buf, `,"arguments":""}}]}`...)
 		e.end()
 		ok = e.step() && e.toolArgs(i, c.Arguments, max(chunks, 2))
@@ -100,7 +101,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp *Response, 
 	}
 	e.buf = append(e.buf, e.prefix...)
 	e.buf = append(e.buf, `{"index":0,"delta":{},"finish_reason":`...)
-	e.buf = appendString(e.buf, reason)
+	e.buf = jsonw.AppendString(e.buf, reason)
 	e.buf = append(e.buf, "}]}\n\n"...)
 	if includeUsage {
 		e.buf = append(e.buf, e.prefix...)
@@ -135,7 +136,7 @@ func (e *sse) pieces(open, text string, n int) bool {
 		}
 		e.begin()
 		e.buf = append(e.buf, open...)
-		e.buf = appendString(e.buf, piece)
+		e.buf = jsonw.AppendString(e.buf, piece)
 		e.buf = append(e.buf, '}')
 		e.end()
 		if !e.step() {
@@ -156,7 +157,7 @@ func (e *sse) toolArgs(i int, args string, n int) bool {
 		e.buf = append(e.buf, `{"tool_calls":[{"index":`...)
 		e.buf = strconv.AppendInt(e.buf, int64(i), 10)
 		e.buf = append(e.buf, `,"function":{"arguments":`...)
-		e.buf = appendString(e.buf, piece)
+		e.buf = jsonw.AppendString(e.buf, piece)
 		e.buf = append(e.buf, `}}]}`...)
 		e.end()
 		if !e.step() {
@@ -241,48 +242,4 @@ func (e *sse) fail() {
 	default:
 		e.s.canceled.Add(1)
 	}
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

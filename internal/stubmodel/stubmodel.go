@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"io"
 	"net"
 	"net/http"
@@ -570,9 +571,9 @@ func writeError(w http.ResponseWriter, status int, msg string, headers map[strin
 	w.WriteHeader(status)
 	var b []byte
 	b = append(b, `{"error":{"message":`...)
-	b = appendString(b, msg)
+	b = jsonw.AppendString(b, msg)
 	b = append(b, `,"type":`...)
-	b = appendString(b, typ)
+	b = jsonw.AppendString(b, typ)
 	b = append(b, `,"code":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, "}}\n"...)

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/base64"
 	"encoding/json"
+	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -140,7 +141,7 @@ func (e encoder) blocks(m *provider.Message, trim bool) ([]block, byte) {
 		lastTextStr                   string
 	)
 	addText := func(text string) {
-		b := appendString([]byte(`{"type":"text","text":`), text)
+		b := jsonw.AppendString([]byte(`{"type":"text","text":`), text)
 		out = append(out, block{raw: append(b, '}')})
 		lastCacheable, lastText, kept, lastTextStr = true, true, true, text
 	}
@@ -177,9 +178,9 @@ func (e encoder) blocks(m *provider.Message, trim bool) ([]block, byte) {
 		}
 	case "tool":
 		b := append([]byte(nil), `{"type":"tool_result","tool_use_id":`...)
-		b = appendString(b, e.toolID(m.ToolCallID))
+		b = jsonw.AppendString(b, e.toolID(m.ToolCallID))
 		b = append(b, `,"content":`...)
-		b = appendString(b, m.Content)
+		b = jsonw.AppendString(b, m.Content)
 		if m.IsError {
 			b = append(b, `,"is_error":true`...)
 		}
@@ -208,13 +209,13 @@ func (e encoder) blocks(m *provider.Message, trim bool) ([]block, byte) {
 				switch {
 				case sig != nil:
 					b := append([]byte(nil), `{"type":"thinking","thinking":`...)
-					b = appendString(b, p.Text)
+					b = jsonw.AppendString(b, p.Text)
 					b = append(b, `,"signature":`...)
-					b = appendString(b, *sig)
+					b = jsonw.AppendString(b, *sig)
 					out = append(out, block{raw: append(b, '}'), thinking: true})
 				case red != nil:
 					b := append([]byte(nil), `{"type":"redacted_thinking","data":`...)
-					b = appendString(b, *red)
+					b = jsonw.AppendString(b, *red)
 					out = append(out, block{raw: append(b, '}'), thinking: true})
 				}
 				// Reasoning without this provider's metadata: the AI SDK
@@ -227,11 +228,11 @@ func (e encoder) blocks(m *provider.Message, trim bool) ([]block, byte) {
 		}
 		for _, tc := range m.ToolCalls {
 			b := append([]byte(nil), `{"type":"tool_use","id":`...)
-			b = appendString(b, e.toolID(tc.ID))
+			b = jsonw.AppendString(b, e.toolID(tc.ID))
 			b = append(b, `,"name":`...)
-			b = appendString(b, tc.Name)
+			b = jsonw.AppendString(b, tc.Name)
 			b = append(b, `,"input":`...)
-			b = appendCompact(b, tc.Arguments, "{", "{}")
+			b = jsonw.AppendCompact(b, tc.Arguments, "{", "{}")
 			out = append(out, block{raw: append(b, '}'), toolUse: true})
 			flags |= flagToolUse
 			lastCacheable, lastText, kept = true, false, true
@@ -240,7 +241,7 @@ func (e encoder) blocks(m *provider.Message, trim bool) ([]block, byte) {
 	if trim && lastText && len(out) > 0 {
 		// The last text trimmed (JS String.prototype.trim): the API
 		// refuses a prefill ending in whitespace.
-		b := appendString([]byte(`{"type":"text","text":`), strings.TrimFunc(lastTextStr, isJSSpace))
+		b := jsonw.AppendString([]byte(`{"type":"text","text":`), strings.TrimFunc(lastTextStr, isJSSpace))
 		out[len(out)-1] = block{raw: append(b, '}')}
 	}
 	if kept {
@@ -307,15 +308,15 @@ func fileBlock(p *provider.Part) (b []byte, pdf, ok bool) {
 		b = append(b, `{"type":"image","source":`...)
 		if isHTTPURL(p.Data) {
 			b = append(b, `{"type":"url","url":`...)
-			b = appendString(b, p.Data)
+			b = jsonw.AppendString(b, p.Data)
 		} else {
 			if mt == "image/*" {
 				mt = "image/jpeg"
 			}
 			b = append(b, `{"type":"base64","media_type":`...)
-			b = appendString(b, mt)
+			b = jsonw.AppendString(b, mt)
 			b = append(b, `,"data":`...)
-			b = appendString(b, dataContent(p.Data))
+			b = jsonw.AppendString(b, dataContent(p.Data))
 		}
 		return append(b, `}}`...), false, true
 	case mt == "application/pdf", mt == "text/plain":
@@ -323,19 +324,19 @@ func fileBlock(p *provider.Part) (b []byte, pdf, ok bool) {
 		switch {
 		case isHTTPURL(p.Data):
 			b = append(b, `{"type":"url","url":`...)
-			b = appendString(b, p.Data)
+			b = jsonw.AppendString(b, p.Data)
 		case mt == "application/pdf":
 			b = append(b, `{"type":"base64","media_type":"application/pdf","data":`...)
-			b = appendString(b, dataContent(p.Data))
+			b = jsonw.AppendString(b, dataContent(p.Data))
 		default:
 			text, _ := base64.StdEncoding.DecodeString(dataContent(p.Data))
 			b = append(b, `{"type":"text","media_type":"text/plain","data":`...)
-			b = appendString(b, string(text))
+			b = jsonw.AppendString(b, string(text))
 		}
 		b = append(b, '}')
 		if p.Filename != "" {
 			b = append(b, `,"title":`...)
-			b = appendString(b, p.Filename)
+			b = jsonw.AppendString(b, p.Filename)
 		}
 		return append(b, '}'), mt == "application/pdf", true
 	}
@@ -527,16 +528,16 @@ func (p *Provider) buildBody(dst []byte, req *provider.Request) ([]byte, ordered
 	}
 
 	b := append(dst, `{"model":`...)
-	b = appendString(b, req.ModelID)
+	b = jsonw.AppendString(b, req.ModelID)
 	b = append(b, `,"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(maxTokens), 10)
 	if temp != nil {
 		b = append(b, `,"temperature":`...)
-		b = appendFloat(b, *temp)
+		b = jsonw.AppendFloat(b, *temp)
 	}
 	if topP != nil {
 		b = append(b, `,"top_p":`...)
-		b = appendFloat(b, *topP)
+		b = jsonw.AppendFloat(b, *topP)
 	}
 	if thinking != "" {
 		b = append(b, `,"thinking":`...)
@@ -602,11 +603,11 @@ func (p *Provider) buildBody(dst []byte, req *provider.Request) ([]byte, ordered
 				b = append(b, ',')
 			}
 			b = append(b, `{"name":`...)
-			b = appendString(b, t.Name)
+			b = jsonw.AppendString(b, t.Name)
 			b = append(b, `,"description":`...)
-			b = appendString(b, t.Description)
+			b = jsonw.AppendString(b, t.Description)
 			b = append(b, `,"input_schema":`...)
-			b = appendCompact(b, t.Parameters, "{", emptySchema)
+			b = jsonw.AppendCompact(b, t.Parameters, "{", emptySchema)
 			if eager {
 				b = append(b, `,"eager_input_streaming":true`...)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"io"
 	"strconv"
 
@@ -217,7 +218,7 @@ func (s *streamState) messageStart(ev *wireEvent, data []byte) error {
 
 // compactInput is a block's input object as JSON ("{}" when absent).
 func compactInput(raw json.RawMessage) json.RawMessage {
-	return json.RawMessage(appendCompact(nil, raw, "{", "{}"))
+	return json.RawMessage(jsonw.AppendCompact(nil, raw, "{", "{}"))
 }
 
 // addUsage merges a usage object: message_start sets the prompt's

@@ -1,17 +1,21 @@
-package anthropic
+// Package jsonw appends JSON as JavaScript's JSON.stringify writes it (no
+// HTML escaping, invalid UTF-8 as U+FFFD, numbers as JavaScript prints
+// them): the wire formats the providers build by hand, and the stubs that
+// speak them, share it.
+package jsonw
 
 import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string the way JSON.stringify writes it
-// (no HTML escaping); invalid UTF-8 becomes U+FFFD.
-func appendString(b []byte, s string) []byte {
+// AppendString appends s as a JSON string.
+func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -56,24 +60,27 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// appendCompact appends raw compacted when it is valid JSON whose first
+// AppendCompact appends raw compacted when it is valid JSON whose first
 // byte is one of first (any value when first is ""), else fallback.
-func appendCompact(b []byte, raw []byte, first string, fallback string) []byte {
+func AppendCompact(b []byte, raw []byte, first string, fallback string) []byte {
 	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || (first != "" && bytes.IndexByte([]byte(first), t[0]) < 0) {
+	if len(t) == 0 || (first != "" && strings.IndexByte(first, t[0]) < 0) {
 		return append(b, fallback...)
 	}
-	n := len(b)
 	var buf bytes.Buffer
 	buf.Grow(len(t))
 	if err := json.Compact(&buf, t); err != nil {
-		return append(b[:n], fallback...)
+		return append(b, fallback...)
 	}
 	return append(b, buf.Bytes()...)
 }
 
-// appendFloat appends f as JavaScript prints a number.
-func appendFloat(b []byte, f float64) []byte {
+// AppendFloat appends f as JavaScript prints a number (encoding/json
+// formats floats as ES6 does; -0 is 0).
+func AppendFloat(b []byte, f float64) []byte {
+	if f == 0 {
+		return append(b, '0')
+	}
 	if out, err := json.Marshal(f); err == nil {
 		return append(b, out...)
 	}
