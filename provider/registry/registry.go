@@ -1,14 +1,17 @@
 // Package registry picks the client that speaks a provider's wire format
 // from the provider's npm package, as OpenCode picks its AI SDK package:
 // @ai-sdk/openai-compatible (and a provider with only a baseURL) speaks
-// chat completions; @ai-sdk/anthropic speaks the Messages API; the other
-// native formats join as they are built.
+// chat completions; @ai-sdk/openai speaks the Responses API;
+// @ai-sdk/anthropic speaks the Messages API; @ai-sdk/google speaks the
+// Gemini API; the other native formats join as they are built.
 package registry
 
 import (
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/provider/anthropic"
+	"github.com/opencode-server/opencode-server/provider/google"
 	"github.com/opencode-server/opencode-server/provider/openai"
+	"github.com/opencode-server/opencode-server/provider/openairesponses"
 )
 
 // Options are a provider's connection settings, from the catalog and the
@@ -27,7 +30,7 @@ type Options struct {
 // baseURL, for packages without a default endpoint).
 func Supported(npm, baseURL string) bool {
 	switch npm {
-	case "@ai-sdk/openai-compatible", "@ai-sdk/openai", "@ai-sdk/anthropic":
+	case "@ai-sdk/openai-compatible", "@ai-sdk/openai", "@ai-sdk/anthropic", "@ai-sdk/google":
 		return true
 	case "":
 		return baseURL != ""
@@ -60,6 +63,11 @@ func New(npm string, o Options) (provider.Provider, bool) {
 	switch npm {
 	case "@ai-sdk/anthropic":
 		return anthropic.New(anthropic.Config{ProviderID: o.ProviderID, BaseURL: base, APIKey: o.APIKey, Headers: o.Headers}), true
+	case "@ai-sdk/google":
+		return google.New(google.Config{ProviderID: o.ProviderID, BaseURL: base, APIKey: o.APIKey, Headers: o.Headers}), true
+	case "@ai-sdk/openai":
+		// OpenCode's @ai-sdk/openai models all speak the Responses API.
+		return openairesponses.New(openairesponses.Config{ProviderID: o.ProviderID, BaseURL: base, APIKey: o.APIKey, Headers: o.Headers}), true
 	default:
 		return openai.New(openai.Config{BaseURL: base, APIKey: o.APIKey, Headers: o.Headers}), true
 	}

@@ -1,0 +1,843 @@
+// Package geministub is a Gemini API (generativelanguage.googleapis.com)
+// server for tests: a Script decides every reply from the request, and the
+// server streams it as the real API does for
+// models/{model}:streamGenerateContent?alt=sse — SSE data lines of
+// GenerateContentResponse JSON whose candidates[0].content.parts carry
+// thought summaries (thought: true), text, functionCall parts and
+// thoughtSignatures, the last with finishReason and usageMetadata — or
+// answers with a Google error body {"error":{"code","message","status"}},
+// an error object mid-stream, a cut connection. Every request is recorded
+// so tests can check what the client sent.
+//
+// It serves POST /v1beta/models/{model}:streamGenerateContent (and
+// :generateContent, also without the /v1beta prefix) on a loopback
+// listener.
+package geministub
+
+import (
+	"encoding/json"
+	"errors"
+	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
+)
+
+// maxBody bounds a request body.
+const maxBody = 64 << 20
+
+// Request is a generateContent request as the stub understood it.
+type Request struct {
+	Contents          []Content         `json:"contents"`
+	SystemInstruction *Content          `json:"systemInstruction,omitempty"`
+	GenerationConfig  *GenerationConfig `json:"generationConfig,omitempty"`
+	Tools             []Tool            `json:"tools,omitempty"`
+	ToolConfig        json.RawMessage   `json:"toolConfig,omitempty"`
+
+	// Model is the model of the URL path ("gemini-2.5-flash" for
+	// models/gemini-2.5-flash).
+	Model string `json:"-"`
+	// Stream: the call was streamGenerateContent.
+	Stream bool `json:"-"`
+	// N is the 1-based arrival number of the request (title requests
+	// apart).
+	N int `json:"-"`
+	// Header is the request's HTTP header.
+	Header http.Header `json:"-"`
+	// Raw is the request body as received.
+	Raw json.RawMessage `json:"-"`
+}
+
+// Content is one conversation entry (role "user" or "model"), or the
+// system instruction.
+type Content struct {
+	Role  string `json:"role,omitempty"`
+	Parts []Part `json:"parts"`
+}
+
+// Text is the content's non-thought text parts joined.
+func (c Content) Text() string {
+	var b strings.Builder
+	for _, p := range c.Parts {
+		if !p.Thought {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+// Part is one part of any kind.
+type Part struct {
+	Text             string            `json:"text,omitempty"`
+	Thought          bool              `json:"thought,omitempty"`
+	ThoughtSignature string            `json:"thoughtSignature,omitempty"`
+	InlineData       *Blob             `json:"inlineData,omitempty"`
+	FileData         *FileData         `json:"fileData,omitempty"`
+	FunctionCall     *FunctionCall     `json:"functionCall,omitempty"`
+	FunctionResponse *FunctionResponse `json:"functionResponse,omitempty"`
+}
+
+// Blob is inline data.
+type Blob struct {
+	MimeType string `json:"mimeType"`
+	Data     string `json:"data"`
+}
+
+// FileData is a file by URI.
+type FileData struct {
+	MimeType string `json:"mimeType"`
+	FileURI  string `json:"fileUri"`
+}
+
+// FunctionCall is a model's call in the history.
+type FunctionCall struct {
+	Name string          `json:"name"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// FunctionResponse is a tool result.
+type FunctionResponse struct {
+	Name     string          `json:"name"`
+	Response json.RawMessage `json:"response,omitempty"`
+}
+
+// ResultText is the response's content as text: response.content when it
+// is a string, else the response JSON.
+func (f FunctionResponse) ResultText() string {
+	var r struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(f.Response, &r) == nil && len(r.Content) > 0 {
+		var s string
+		if json.Unmarshal(r.Content, &s) == nil {
+			return s
+		}
+		return string(r.Content)
+	}
+	return string(f.Response)
+}
+
+// GenerationConfig is the request's generationConfig.
+type GenerationConfig struct {
+	MaxOutputTokens int             `json:"maxOutputTokens,omitempty"`
+	Temperature     *float64        `json:"temperature,omitempty"`
+	TopP            *float64        `json:"topP,omitempty"`
+	TopK            *float64        `json:"topK,omitempty"`
+	ThinkingConfig  *ThinkingConfig `json:"thinkingConfig,omitempty"`
+}
+
+// ThinkingConfig is generationConfig.thinkingConfig.
+type ThinkingConfig struct {
+	IncludeThoughts *bool  `json:"includeThoughts,omitempty"`
+	ThinkingLevel   string `json:"thinkingLevel,omitempty"`
+	ThinkingBudget  *int   `json:"thinkingBudget,omitempty"`
+}
+
+// Tool is one entry of tools.
+type Tool struct {
+	FunctionDeclarations []FunctionDeclaration `json:"functionDeclarations,omitempty"`
+}
+
+// FunctionDeclaration is a declared function.
+type FunctionDeclaration struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// Declarations lists every declared function.
+func (r Request) Declarations() []FunctionDeclaration {
+	var out []FunctionDeclaration
+	for _, t := range r.Tools {
+		out = append(out, t.FunctionDeclarations...)
+	}
+	return out
+}
+
+// SystemText is the system instruction's text joined.
+func (r Request) SystemText() string {
+	if r.SystemInstruction == nil {
+		return ""
+	}
+	return r.SystemInstruction.Text()
+}
+
+// LastContent is the request's last content (zero if none).
+func (r Request) LastContent() Content {
+	if len(r.Contents) == 0 {
+		return Content{}
+	}
+	return r.Contents[len(r.Contents)-1]
+}
+
+// LastUserText is the text of the last user content with text ("" if none).
+func (r Request) LastUserText() string {
+	for i := len(r.Contents) - 1; i >= 0; i-- {
+		if c := r.Contents[i]; c.Role == "user" {
+			if t := c.Text(); t != "" {
+				return t
+			}
+		}
+	}
+	return ""
+}
+
+// LastIsToolResult reports whether the last content carries function
+// responses.
+func (r Request) LastIsToolResult() bool {
+	c := r.LastContent()
+	for _, p := range c.Parts {
+		if p.FunctionResponse != nil {
+			return c.Role == "user"
+		}
+	}
+	return false
+}
+
+// IsTitle reports whether req is a session's title request: no tools and
+// a system instruction about a title.
+func (r Request) IsTitle() bool {
+	return len(r.Declarations()) == 0 && strings.Contains(strings.ToLower(r.SystemText()), "title")
+}
+
+// Call is a function call the stub makes; Args is sent as the call's args
+// (it must be a JSON object, "" for none).
+type Call struct {
+	Name string
+	Args string
+}
+
+// Usage is the reply's usageMetadata.
+type Usage struct {
+	PromptTokenCount        int64
+	CandidatesTokenCount    int64
+	ThoughtsTokenCount      int64
+	CachedContentTokenCount int64
+}
+
+// Error is an API error's code, status and message.
+type Error struct {
+	Code    int
+	Status  string
+	Message string
+}
+
+// Response is what the stub answers to one request.
+type Response struct {
+	// Thinking is streamed first as thought parts; ThoughtSignature, when
+	// set, rides on its last piece.
+	Thinking         string
+	ThoughtSignature string
+	// Text is streamed as text parts.
+	Text string
+	// Calls are sent together in the last chunk, as the API sends
+	// parallel calls.
+	Calls []Call
+	// Signature is the turn's thoughtSignature: on the first function
+	// call, else on an empty text part of the last chunk.
+	Signature string
+	// FinishReason defaults to "STOP".
+	FinishReason string
+	// Usage defaults to word counts of the prompt and the reply.
+	Usage *Usage
+	// BlockReason answers with promptFeedback and no candidate (a refused
+	// prompt).
+	BlockReason string
+
+	// Status, when neither 0 nor 200, answers with that status and a
+	// Google error body {"error":{"code":Status,"message":ErrorMessage,
+	// "status":ErrorStatus}} (ErrorStatus defaults by code: 429
+	// RESOURCE_EXHAUSTED, 503 UNAVAILABLE, ...).
+	Status       int
+	ErrorStatus  string
+	ErrorMessage string
+	// Headers are added to the response (e.g. "retry-after").
+	Headers map[string]string
+
+	// StreamError is sent as a data line {"error":{…}} after the thought
+	// and text chunks, and the stream ends there.
+	StreamError *Error
+	// Malformed writes a data line of broken JSON after the text and
+	// ends the stream.
+	Malformed bool
+	// Truncate ends the stream cleanly before the last chunk (no
+	// finishReason).
+	Truncate bool
+	// Cut drops the connection before the last chunk.
+	Cut bool
+	// Disconnect drops the connection without answering.
+	Disconnect bool
+
+	// Chunks and Delay override the server's settings when non-zero; a
+	// negative Delay means none.
+	Chunks int
+	Delay  time.Duration
+}
+
+// Script decides the response to a request. It may be called concurrently.
+type Script func(req Request) Response
+
+// Echo replies "You said: <last user text>".
+func Echo(req Request) Response { return Response{Text: "You said: " + req.LastUserText()} }
+
+// Fixed always answers resp.
+func Fixed(resp Response) Script { return func(Request) Response { return resp } }
+
+// Sequence answers the n-th call with resps[n-1] and repeats the last one.
+func Sequence(resps ...Response) Script {
+	if len(resps) == 0 {
+		panic("geministub: Sequence needs at least one response")
+	}
+	var n atomic.Int64
+	return func(Request) Response {
+		i := min(int(n.Add(1))-1, len(resps)-1)
+		return resps[i]
+	}
+}
+
+// CallThenAnswer calls name with argsJSON unless the last content carries
+// function responses, and answers finalText once it does.
+func CallThenAnswer(name, argsJSON, finalText string) Script {
+	return func(req Request) Response {
+		if req.LastIsToolResult() {
+			return Response{Text: finalText}
+		}
+		return Response{Calls: []Call{{Name: name, Args: argsJSON}}, Signature: "stub-signature-" + strconv.Itoa(req.N)}
+	}
+}
+
+// Directives answers as stubmodel.Directives does ("call:NAME {json}",
+// "then:", "think:" in the last user message), so one test prompt drives
+// every stub; reasoning comes as thought parts.
+func Directives(req Request) Response { return FromStubmodel(stubmodel.Directives)(req) }
+
+// FromStubmodel adapts a chat-completions script: the request is shown to
+// it in chat-completions form (system first, function responses as "tool"
+// messages, calls as tool_calls with IDs call_<content>_<i>, since Gemini
+// has none) and its answer is streamed in Gemini's.
+func FromStubmodel(script stubmodel.Script) Script {
+	return func(req Request) Response {
+		sr := stubmodel.Request{Model: req.Model, Stream: req.Stream, N: req.N, Header: req.Header, Raw: req.Raw}
+		if g := req.GenerationConfig; g != nil {
+			sr.MaxTokens = g.MaxOutputTokens
+		}
+		if s := req.SystemText(); s != "" {
+			sr.Messages = append(sr.Messages, stubmodel.Message{Role: "system", Content: s})
+		}
+		for ci, c := range req.Contents {
+			var text strings.Builder
+			var calls []stubmodel.WireCall
+			for _, p := range c.Parts {
+				switch {
+				case p.FunctionResponse != nil:
+					sr.Messages = append(sr.Messages, stubmodel.Message{Role: "tool", Name: p.FunctionResponse.Name,
+						Content: p.FunctionResponse.ResultText()})
+				case p.FunctionCall != nil:
+					var w stubmodel.WireCall
+					w.ID, w.Type = "call_"+strconv.Itoa(ci)+"_"+strconv.Itoa(len(calls)), "function"
+					w.Function.Name, w.Function.Arguments = p.FunctionCall.Name, string(p.FunctionCall.Args)
+					calls = append(calls, w)
+				case !p.Thought:
+					text.WriteString(p.Text)
+				}
+			}
+			role := "user"
+			if c.Role == "model" {
+				role = "assistant"
+			}
+			if text.Len() > 0 || len(calls) > 0 {
+				sr.Messages = append(sr.Messages, stubmodel.Message{Role: role, Content: text.String(), ToolCalls: calls})
+			}
+		}
+		for _, d := range req.Declarations() {
+			var st stubmodel.Tool
+			st.Type, st.Function.Name, st.Function.Description, st.Function.Parameters = "function", d.Name, d.Description, d.Parameters
+			sr.Tools = append(sr.Tools, st)
+		}
+		r := script(sr)
+		out := Response{Thinking: r.Reasoning, Text: r.Text, Status: r.Status, ErrorMessage: r.ErrorMessage,
+			Headers: r.Headers, Malformed: r.Malformed, Truncate: r.Truncate, Disconnect: r.Disconnect,
+			Chunks: r.Chunks, Delay: r.Delay}
+		for _, c := range r.ToolCalls {
+			out.Calls = append(out.Calls, Call{Name: c.Name, Args: c.Arguments})
+		}
+		if len(out.Calls) > 0 {
+			out.Signature = "stub-signature-" + strconv.Itoa(req.N)
+		}
+		switch r.FinishReason {
+		case "length":
+			out.FinishReason = "MAX_TOKENS"
+		case "content_filter":
+			out.FinishReason = "SAFETY"
+		}
+		if u := r.Usage; u != nil {
+			out.Usage = &Usage{PromptTokenCount: u.PromptTokens, CandidatesTokenCount: u.CompletionTokens - u.ReasoningTokens,
+				ThoughtsTokenCount: u.ReasoningTokens, CachedContentTokenCount: u.CachedTokens}
+		}
+		return out
+	}
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithChunks sets how many pieces thinking and text are split into
+// (default 4; at least 1).
+func WithChunks(n int) Option { return func(s *Server) { s.chunks = max(n, 1) } }
+
+// WithDelay sets the pause before every streamed chunk (default 0).
+func WithDelay(d time.Duration) Option { return func(s *Server) { s.delay = d } }
+
+// WithoutRecording stops the server from keeping requests; Count still
+// counts them.
+func WithoutRecording() Option { return func(s *Server) { s.norecord = true } }
+
+// Server is a stub Gemini API server.
+type Server struct {
+	script   Script
+	chunks   int
+	delay    time.Duration
+	norecord bool
+
+	mu       sync.Mutex
+	bodies   []json.RawMessage
+	headers  []http.Header
+	paths    []string
+	titles   []json.RawMessage
+	closed   bool
+	url      string
+	srv      *http.Server
+	serveErr chan error
+	closing  chan struct{}
+	handlers sync.WaitGroup
+
+	n        atomic.Int64
+	canceled atomic.Int64
+}
+
+// New returns a server answering with script (Echo if nil). Call Start.
+func New(script Script, opts ...Option) *Server {
+	if script == nil {
+		script = Echo
+	}
+	s := &Server{script: script, chunks: 4, closing: make(chan struct{})}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// TB is the part of testing.TB NewServer uses.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
+// NewServer starts a server on 127.0.0.1 for the test and closes it when
+// the test ends.
+func NewServer(t TB, script Script, opts ...Option) *Server {
+	t.Helper()
+	s := New(script, opts...)
+	if _, err := s.Start(""); err != nil {
+		t.Fatalf("geministub: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start listens on addr (default "127.0.0.1:0") and serves in the
+// background. It returns the base URL clients use, ending in /v1beta.
+func (s *Server) Start(addr string) (string, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv != nil || s.closed {
+		return "", errors.New("geministub: already started")
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /", s.handle)
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.url = "http://" + ln.Addr().String() + "/v1beta"
+	s.serveErr = make(chan error, 1)
+	go func() { s.serveErr <- s.srv.Serve(ln) }()
+	return s.url, nil
+}
+
+// URL is the base URL (http://127.0.0.1:port/v1beta), empty before Start.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// Close stops the server, drops open connections and waits for running
+// handlers. It is safe to call more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.closing)
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return
+	}
+	_ = srv.Close()
+	<-s.serveErr
+	s.handlers.Wait()
+}
+
+// Requests returns the bodies of the requests received so far (title
+// requests apart).
+func (s *Server) Requests() []json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]json.RawMessage(nil), s.bodies...)
+}
+
+// Parsed returns the requests received so far, parsed.
+func (s *Server) Parsed() []Request {
+	s.mu.Lock()
+	bodies := append([]json.RawMessage(nil), s.bodies...)
+	paths := append([]string(nil), s.paths...)
+	headers := append([]http.Header(nil), s.headers...)
+	s.mu.Unlock()
+	var out []Request
+	for i, b := range bodies {
+		var r Request
+		_ = json.Unmarshal(b, &r)
+		r.N, r.Raw, r.Header = i+1, b, headers[i]
+		r.Model, r.Stream, _ = parsePath(paths[i])
+		out = append(out, r)
+	}
+	return out
+}
+
+// Headers returns the HTTP headers of the requests, in Requests' order.
+func (s *Server) Headers() []http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]http.Header(nil), s.headers...)
+}
+
+// Paths returns the request URLs' paths and queries, in Requests' order.
+func (s *Server) Paths() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.paths...)
+}
+
+// Titles returns the title requests received.
+func (s *Server) Titles() []json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]json.RawMessage(nil), s.titles...)
+}
+
+// Count is the number of requests received (title requests apart).
+func (s *Server) Count() int { return int(s.n.Load()) }
+
+// Canceled is the number of streamed replies the client abandoned.
+func (s *Server) Canceled() int { return int(s.canceled.Load()) }
+
+func (s *Server) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.handlers.Add(1)
+	return true
+}
+
+// parsePath reads ".../models/{model}:{method}[?alt=sse]": the model,
+// whether the method streams, and whether it is one the stub serves.
+func parsePath(pathQuery string) (model string, stream, ok bool) {
+	path, _, _ := strings.Cut(pathQuery, "?")
+	i := strings.Index(path, "models/")
+	if i < 0 {
+		return "", false, false
+	}
+	model, method, found := strings.Cut(path[i+len("models/"):], ":")
+	if !found || model == "" {
+		return "", false, false
+	}
+	switch method {
+	case "streamGenerateContent":
+		return model, true, true
+	case "generateContent":
+		return model, false, true
+	}
+	return model, false, false
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	if !s.enter() {
+		writeError(w, 503, "", "stub is shutting down", nil)
+		return
+	}
+	defer s.handlers.Done()
+	model, stream, ok := parsePath(r.URL.Path)
+	if !ok {
+		writeError(w, http.StatusNotFound, "", "unknown method "+r.URL.Path, nil)
+		return
+	}
+	sse := r.URL.Query().Get("alt") == "sse"
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "", "reading body: "+err.Error(), nil)
+		return
+	}
+	var req Request
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "", "Invalid JSON payload received. "+err.Error(), nil)
+		return
+	}
+	req.Model, req.Stream = model, stream
+	var resp Response
+	if req.IsTitle() {
+		s.mu.Lock()
+		s.titles = append(s.titles, json.RawMessage(body))
+		s.mu.Unlock()
+		resp = Response{Text: stubmodel.TitleOf(req.LastUserText())}
+	} else {
+		n := int(s.n.Add(1))
+		if !s.norecord {
+			s.mu.Lock()
+			s.bodies = append(s.bodies, json.RawMessage(body))
+			s.headers = append(s.headers, r.Header.Clone())
+			s.paths = append(s.paths, r.URL.RequestURI())
+			s.mu.Unlock()
+		}
+		req.N, req.Header, req.Raw = n, r.Header, body
+		resp = s.script(req)
+	}
+	if resp.Disconnect {
+		panic(http.ErrAbortHandler)
+	}
+	if resp.Status != 0 && resp.Status != http.StatusOK {
+		msg := resp.ErrorMessage
+		if msg == "" {
+			msg = http.StatusText(resp.Status)
+		}
+		writeError(w, resp.Status, resp.ErrorStatus, msg, resp.Headers)
+		return
+	}
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	chunks, delay := s.chunks, s.delay
+	if resp.Chunks > 0 {
+		chunks = resp.Chunks
+	}
+	if resp.Delay != 0 {
+		delay = max(resp.Delay, 0)
+	}
+	u := resp.usage(&req)
+	reason := resp.FinishReason
+	if reason == "" {
+		reason = "STOP"
+	}
+	if !stream || !sse {
+		s.whole(w, &req, &resp, reason, u, stream)
+		return
+	}
+	s.stream(w, r, &req, &resp, reason, u, chunks, delay)
+}
+
+func (r *Response) usage(req *Request) Usage {
+	if r.Usage != nil {
+		return *r.Usage
+	}
+	var u Usage
+	u.PromptTokenCount = int64(countWords(req.SystemText()))
+	for _, c := range req.Contents {
+		u.PromptTokenCount += int64(countWords(c.Text()))
+	}
+	u.CandidatesTokenCount = int64(countWords(r.Text))
+	u.ThoughtsTokenCount = int64(countWords(r.Thinking))
+	for _, c := range r.Calls {
+		u.CandidatesTokenCount += int64(countWords(c.Args)) + 1
+	}
+	return u
+}
+
+func countWords(s string) int { return len(strings.Fields(s)) }
+
+// errorStatus is the API's status string for a code.
+func errorStatus(code int) string {
+	switch code {
+	case 400:
+		return "INVALID_ARGUMENT"
+	case 401:
+		return "UNAUTHENTICATED"
+	case 403:
+		return "PERMISSION_DENIED"
+	case 404:
+		return "NOT_FOUND"
+	case 408, 504:
+		return "DEADLINE_EXCEEDED"
+	case 409:
+		return "ABORTED"
+	case 429:
+		return "RESOURCE_EXHAUSTED"
+	case 499:
+		return "CANCELLED"
+	case 501:
+		return "UNIMPLEMENTED"
+	case 503:
+		return "UNAVAILABLE"
+	}
+	if code >= 500 {
+		return "INTERNAL"
+	}
+	return "FAILED_PRECONDITION"
+}
+
+// errorJSON is a Google error object.
+func errorJSON(code int, status, msg string) []byte {
+	if status == "" {
+		status = errorStatus(code)
+	}
+	b := append([]byte(nil), `{"error":{"code":`...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, `,"message":`...)
+	b = jsonw.AppendString(b, msg)
+	b = append(b, `,"status":`...)
+	b = jsonw.AppendString(b, status)
+	return append(b, "}}"...)
+}
+
+func writeError(w http.ResponseWriter, code int, status, msg string, headers map[string]string) {
+	for k, v := range headers {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(errorJSON(code, status, msg), '\n'))
+}
+
+// whole answers generateContent (and a streamed call without alt=sse,
+// as a one-element array) with all parts in one response.
+func (s *Server) whole(w http.ResponseWriter, req *Request, resp *Response, reason string, u Usage, array bool) {
+	var parts []json.RawMessage
+	if resp.Thinking != "" {
+		parts = append(parts, textPart(resp.Thinking, true, resp.ThoughtSignature))
+	}
+	sig := resp.Signature
+	if resp.Text != "" {
+		textSig := ""
+		if len(resp.Calls) == 0 {
+			textSig, sig = sig, ""
+		}
+		parts = append(parts, textPart(resp.Text, false, textSig))
+	}
+	for i, c := range resp.Calls {
+		callSig := ""
+		if i == 0 {
+			callSig = sig
+		}
+		parts = append(parts, callPart(c, callSig))
+	}
+	b := responseJSON(req, resp, parts, reason, u, true)
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	if array {
+		b = append(append([]byte{'['}, b...), ']')
+	}
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func textPart(text string, thought bool, sig string) json.RawMessage {
+	b := jsonw.AppendString([]byte(`{"text":`), text)
+	if thought {
+		b = append(b, `,"thought":true`...)
+	}
+	if sig != "" {
+		b = jsonw.AppendString(append(b, `,"thoughtSignature":`...), sig)
+	}
+	return append(b, '}')
+}
+
+func callPart(c Call, sig string) json.RawMessage {
+	b := jsonw.AppendString([]byte(`{"functionCall":{"name":`), c.Name)
+	args := strings.TrimSpace(c.Args)
+	if args == "" || !json.Valid([]byte(args)) {
+		args = "{}"
+	}
+	b = append(b, `,"args":`...)
+	b = append(b, args...)
+	b = append(b, '}')
+	if sig != "" {
+		b = jsonw.AppendString(append(b, `,"thoughtSignature":`...), sig)
+	}
+	return append(b, '}')
+}
+
+// responseJSON is one GenerateContentResponse: a candidate with parts
+// (finishReason when reason is set) and usageMetadata (all of u when
+// final, else the prompt's count only, as the API's partial chunks have
+// it), or promptFeedback alone for a blocked prompt.
+func responseJSON(req *Request, resp *Response, parts []json.RawMessage, reason string, u Usage, final bool) []byte {
+	if resp.BlockReason != "" {
+		b := jsonw.AppendString([]byte(`{"promptFeedback":{"blockReason":`), resp.BlockReason)
+		b = append(b, `},"usageMetadata":{"promptTokenCount":`...)
+		b = strconv.AppendInt(b, u.PromptTokenCount, 10)
+		b = append(b, `,"totalTokenCount":`...)
+		b = strconv.AppendInt(b, u.PromptTokenCount, 10)
+		b = append(b, `},"modelVersion":`...)
+		b = jsonw.AppendString(b, req.Model)
+		return append(b, '}')
+	}
+	b := append([]byte(nil), `{"candidates":[{"content":{"parts":[`...)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, p...)
+	}
+	b = append(b, `],"role":"model"}`...)
+	if reason != "" {
+		b = jsonw.AppendString(append(b, `,"finishReason":`...), reason)
+	}
+	b = append(b, `,"index":0}],"usageMetadata":{"promptTokenCount":`...)
+	b = strconv.AppendInt(b, u.PromptTokenCount, 10)
+	if final {
+		b = append(b, `,"candidatesTokenCount":`...)
+		b = strconv.AppendInt(b, u.CandidatesTokenCount, 10)
+		b = append(b, `,"totalTokenCount":`...)
+		b = strconv.AppendInt(b, u.PromptTokenCount+u.CandidatesTokenCount+u.ThoughtsTokenCount, 10)
+		if u.CachedContentTokenCount > 0 {
+			b = append(b, `,"cachedContentTokenCount":`...)
+			b = strconv.AppendInt(b, u.CachedContentTokenCount, 10)
+		}
+		if u.ThoughtsTokenCount > 0 {
+			b = append(b, `,"thoughtsTokenCount":`...)
+			b = strconv.AppendInt(b, u.ThoughtsTokenCount, 10)
+		}
+	} else {
+		b = append(b, `,"totalTokenCount":`...)
+		b = strconv.AppendInt(b, u.PromptTokenCount, 10)
+	}
+	b = append(b, `},"modelVersion":`...)
+	b = jsonw.AppendString(b, req.Model)
+	b = append(b, `,"responseId":"stub-`...)
+	b = strconv.AppendInt(b, int64(req.N), 10)
+	return append(b, `"}`...)
+}
