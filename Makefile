@@ -1,6 +1,8 @@
 # opencode-server. `make run` starts the server, `make test` runs every test.
 GO ?= go
 FUZZTIME ?= 10s
+# Bounds minimizing a new input (the default 60 s can outlast FUZZTIME many times).
+FUZZMINTIME ?= 2s
 
 .PHONY: run build test test-short fuzz vet lint bench bench-compare bench-yardstick bench-profile
 
@@ -26,10 +28,10 @@ fuzz:
 	@for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$f"; \
-	    out=$$($(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); rc=$$?; echo "$$out"; \
+	    out=$$($(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$pkg 2>&1); rc=$$?; echo "$$out"; \
 	    if [ $$rc -ne 0 ] && echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written'; then \
 	      echo "fuzz $$f: the engine missed its stop deadline, not a finding; once more"; \
-	      $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	      $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) $$pkg || exit 1; \
 	    elif [ $$rc -ne 0 ]; then exit 1; fi; \
 	  done; \
 	done
