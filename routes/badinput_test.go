@@ -8,10 +8,6 @@ package routes_test
 // non-empty and names the field where there is one, and that nothing was
 // admitted: the case's fresh session has no messages, an empty inbox and no
 // history events.
-//
-// Cases marked knownBug document a defect found by this suite (see the
-// report): when they fail as expected they are skipped with the bug's
-// description; when they pass they log that the marker can go.
 
 import (
 	"bytes"
@@ -190,17 +186,16 @@ func biErrorShape(path string, r biResp, field string) []string {
 // badCase is one hostile request. In path and body, {ses} is the case's
 // fresh session ID.
 type badCase struct {
-	name     string
-	method   string
-	path     string
-	ct       string // default application/json when there is a body; "-" for none
-	body     string
-	raw      []byte // body bytes, instead of body
-	hdr      map[string]string
-	status   int
-	field    string // the field the error must name
-	msgHas   string // a substring the message must contain
-	knownBug string
+	name   string
+	method string
+	path   string
+	ct     string // default application/json when there is a body; "-" for none
+	body   string
+	raw    []byte // body bytes, instead of body
+	hdr    map[string]string
+	status int
+	field  string // the field the error must name
+	msgHas string // a substring the message must contain
 }
 
 const nosuch = "ses_doesnotexist0000000000000"
@@ -482,13 +477,7 @@ func TestBadInput(t *testing.T) {
 				probs = append(probs, "admitted: "+a)
 			}
 			if len(probs) == 0 {
-				if bc.knownBug != "" {
-					t.Logf("known bug %q no longer shows: drop the marker", bc.knownBug)
-				}
 				return
-			}
-			if bc.knownBug != "" {
-				t.Skipf("KNOWN BUG: %s\n%s %s -> %s", bc.knownBug, bc.method, biClip([]byte(bc.path)), strings.Join(probs, "\n"))
 			}
 			for _, p := range probs {
 				t.Errorf("%s %s: %s", bc.method, biClip([]byte(path)), p)
@@ -657,7 +646,7 @@ func TestRegressionSessionFields(t *testing.T) {
 		}
 	}
 	if len(probs) > 0 {
-		t.Skipf("KNOWN BUG: metadata/permission stored as sent, breaking the Session schema:\n%s", strings.Join(probs, "\n"))
+		t.Errorf("metadata/permission stored as sent, breaking the Session schema:\n%s", strings.Join(probs, "\n"))
 	}
 }
 

@@ -7,7 +7,7 @@ package wire
 //
 // For every case it builds a fresh project directory and a fresh HOME
 // (XDG_CONFIG_HOME=$HOME/.config, XDG_DATA_HOME=$HOME/.local/share, ...; the
-// stub provider of /work/shared/reference/opencode.json goes into
+// stub provider of ../shared/reference/opencode.json (refConfig) goes into
 // $HOME/.config/opencode/opencode.json), starts the real binary there on
 // 127.0.0.1:147xx, sends the case's prompts through the v1 routes (POST
 // /session, then the blocking POST /session/{id}/message, or for a case
@@ -356,11 +356,11 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase, outDir string) {
 	rec := &modelRecorder{}
 	proxy := httptest.NewServer(rec.handler(stubURL))
 	t.Cleanup(proxy.Close)
-	var cfg []byte
+	// The reference's opencode.json (refConfig, ../shared/reference/), or
+	// the Anthropic provider's.
+	cfg := []byte(refConfig)
 	if pc.Anthropic != nil {
 		cfg = []byte(anthropicConfig)
-	} else if cfg, err = os.ReadFile("/work/shared/reference/opencode.json"); err != nil {
-		t.Fatal(err)
 	}
 	cfg = bytes.ReplaceAll(cfg, []byte("MODEL_BASE_URL"), []byte(proxy.URL+"/v1"))
 	if pc.Config != nil {

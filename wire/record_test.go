@@ -36,7 +36,7 @@ import (
 
 var (
 	record      = flag.Bool("wire.record", false, "record the goldens from the real opencode serve (TestRecordReference)")
-	startScript = flag.String("wire.start", "/work/shared/reference/start-opencode-serve.sh", "script starting the real server: SCRIPT WORKDIR PORT MODEL_BASE_URL")
+	startScript = flag.String("wire.start", "../../shared/reference/start-opencode-serve.sh", "script starting the real server: SCRIPT WORKDIR PORT MODEL_BASE_URL")
 	ocModules   = flag.String("wire.opencode-modules", "", "node_modules holding opencode-ai@1.18.33 (default ~/.cache/opencode-server-e2e/node_modules)")
 	only        = flag.String("wire.only", "", "comma list of scenarios to run (default all)")
 	runs        = flag.Int("wire.runs", 2, "TestRecordReference: run each scenario this many times; the normalised results must agree")
