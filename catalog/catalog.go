@@ -203,21 +203,6 @@ func (c *Catalog) Provider(id string) (*Provider, bool) {
 	return nil, false
 }
 
-// DefaultModelOf is the model a provider is used with when none is named:
-// the server's default if it is the provider's, else the provider's first.
-func (c *Catalog) DefaultModelOf(providerID string) string {
-	if c == nil {
-		return ""
-	}
-	if p, m, ok := strings.Cut(c.Model, "/"); ok && p == providerID {
-		return m
-	}
-	if p, ok := c.Provider(providerID); ok && len(p.Models) > 0 {
-		return p.Models[0].ID
-	}
-	return ""
-}
-
 // Modality is the input modality a file of media type mime needs: "image"
 // for image/*, "pdf" for application/pdf, "audio", "video"; "" for
 // anything else (text, which every model reads).

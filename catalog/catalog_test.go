@@ -112,16 +112,33 @@ func TestLookupAndDefaults(t *testing.T) {
 	if m, ok := c.LookupRef("a/x"); !ok || m.ID != "x" {
 		t.Errorf("LookupRef(a/x) = %+v, %v", m, ok)
 	}
-	for p, want := range map[string]string{"a": "x", "b": "y", "empty": "", "none": ""} {
-		if got := c.DefaultModelOf(p); got != want {
-			t.Errorf("DefaultModelOf(%s) = %q, want %q", p, got, want)
+	// A provider's default is OpenCode's sort: priority names, "latest",
+	// then the higher ID.
+	for _, tc := range []struct {
+		ids  []string
+		want string
+	}{
+		{[]string{"x", "z"}, "z"},
+		{[]string{"gpt-5", "claude-sonnet-4-5", "zz"}, "claude-sonnet-4-5"},
+		{[]string{"gemini-3-pro", "gpt-5"}, "gemini-3-pro"},
+		{[]string{"m-latest", "z"}, "m-latest"},
+	} {
+		var ms []catalog.Model
+		for _, id := range tc.ids {
+			ms = append(ms, catalog.Model{ID: id})
 		}
+		if got, ok := catalog.Sorted(ms); !ok || got.ID != tc.want {
+			t.Errorf("Sorted(%v) = %q, want %q", tc.ids, got.ID, tc.want)
+		}
+	}
+	if _, ok := catalog.Sorted(nil); ok {
+		t.Error("Sorted of no models found one")
 	}
 	var nilc *catalog.Catalog
 	if _, ok := nilc.Lookup("a", "x"); ok {
 		t.Error("nil catalog found a model")
 	}
-	if _, ok := nilc.Default(); ok || nilc.DefaultModelOf("a") != "" {
+	if _, ok := nilc.Default(); ok {
 		t.Error("nil catalog has a default")
 	}
 	if !reflect.DeepEqual(c.Providers[0].Models[0].ProviderID, "a") {

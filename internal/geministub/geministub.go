@@ -395,16 +395,11 @@ func WithChunks(n int) Option { return func(s *Server) { s.chunks = max(n, 1) } 
 // WithDelay sets the pause before every streamed chunk (default 0).
 func WithDelay(d time.Duration) Option { return func(s *Server) { s.delay = d } }
 
-// WithoutRecording stops the server from keeping requests; Count still
-// counts them.
-func WithoutRecording() Option { return func(s *Server) { s.norecord = true } }
-
 // Server is a stub Gemini API server.
 type Server struct {
-	script   Script
-	chunks   int
-	delay    time.Duration
-	norecord bool
+	script Script
+	chunks int
+	delay  time.Duration
 
 	mu       sync.Mutex
 	bodies   []json.RawMessage
@@ -619,13 +614,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		resp = Response{Text: stubmodel.TitleOf(req.LastUserText())}
 	} else {
 		n := int(s.n.Add(1))
-		if !s.norecord {
-			s.mu.Lock()
-			s.bodies = append(s.bodies, json.RawMessage(body))
-			s.headers = append(s.headers, r.Header.Clone())
-			s.paths = append(s.paths, r.URL.RequestURI())
-			s.mu.Unlock()
-		}
+		s.mu.Lock()
+		s.bodies = append(s.bodies, json.RawMessage(body))
+		s.headers = append(s.headers, r.Header.Clone())
+		s.paths = append(s.paths, r.URL.RequestURI())
+		s.mu.Unlock()
 		req.N, req.Header, req.Raw = n, r.Header, body
 		resp = s.script(req)
 	}

@@ -434,16 +434,11 @@ func WithChunks(n int) Option { return func(s *Server) { s.chunks = max(n, 1) } 
 // WithDelay sets the pause before every streamed piece (default 0).
 func WithDelay(d time.Duration) Option { return func(s *Server) { s.delay = d } }
 
-// WithoutRecording stops the server from keeping requests; Count still
-// counts them.
-func WithoutRecording() Option { return func(s *Server) { s.norecord = true } }
-
 // Server is a stub Responses API server.
 type Server struct {
-	script   Script
-	chunks   int
-	delay    time.Duration
-	norecord bool
+	script Script
+	chunks int
+	delay  time.Duration
 
 	mu       sync.Mutex
 	bodies   []json.RawMessage
@@ -617,12 +612,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		resp = Response{Text: stubmodel.TitleOf(req.LastUserText())}
 	} else {
 		n := int(s.n.Add(1))
-		if !s.norecord {
-			s.mu.Lock()
-			s.bodies = append(s.bodies, json.RawMessage(body))
-			s.headers = append(s.headers, r.Header.Clone())
-			s.mu.Unlock()
-		}
+		s.mu.Lock()
+		s.bodies = append(s.bodies, json.RawMessage(body))
+		s.headers = append(s.headers, r.Header.Clone())
+		s.mu.Unlock()
 		req.N, req.Header, req.Raw = n, r.Header, body
 		resp = s.script(req)
 	}

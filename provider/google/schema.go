@@ -24,8 +24,6 @@ func toolParameters(raw []byte, sanitize bool) (out []byte, ok bool) {
 	return appendValue(nil, s), true
 }
 
-func isObject(v any) bool { _, ok := v.(*object); return ok }
-
 func isArray(v any) bool { _, ok := v.([]any); return ok }
 
 // hasCombiner: an object with an anyOf, oneOf or allOf array.
