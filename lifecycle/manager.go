@@ -674,3 +674,14 @@ func (m *Manager) maxTokens(model opencode.MessageModel) int {
 	}
 	return 0
 }
+
+// modelOptions fills in what the catalog knows of the model a request goes
+// to: its answer cap (maxTokens), whether it reasons and its output
+// limit, which decide the reasoning options and thinking variants.
+func (m *Manager) modelOptions(req *provider.Request, model opencode.MessageModel) {
+	req.MaxTokens = m.maxTokens(model)
+	if info, ok := m.modelInfo(model); ok {
+		r := info.Reasoning
+		req.Reasoning, req.OutputLimit = &r, int(info.Output)
+	}
+}

@@ -21,8 +21,8 @@ func (r *runner) requestTitle(first provider.Message, userSystem string, turnMod
 		system += "\n\n" + userSystem
 	}
 	req := provider.Request{SessionID: r.id, ModelID: model.ModelID, System: system, Purpose: provider.PurposeTitle,
-		MaxTokens: r.m.maxTokens(model),
-		Messages:  []provider.Message{{Role: "user", Content: agent.TitleQuestion}, first}}
+		Messages: []provider.Message{{Role: "user", Content: agent.TitleQuestion}, first}}
+	r.m.modelOptions(&req, model)
 	// The first message whole, as the turn's model call gets it (files
 	// the small model cannot read as OpenCode's error text).
 	req.Messages[1].Memo = nil

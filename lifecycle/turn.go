@@ -257,16 +257,15 @@ func (r *runner) startStep() {
 	if tu.agent == "plan" {
 		r.usedPlan = true
 	}
-	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, Messages: msgs, Tools: r.toolsFor(tu),
-		MaxTokens: r.m.maxTokens(tu.model)}
+	req := provider.Request{SessionID: r.id, ModelID: tu.model.ModelID, Messages: msgs, Tools: r.toolsFor(tu)}
 	if a, ok := r.m.agent(tu.agent); ok {
 		req.Temperature, req.TopP = a.Temperature, a.TopP
 	}
 	system := r.systemFor(tu)
 	if tu.compact {
 		req, system = compactionRequest(r.id, tu.model.ModelID, tu.transcript), nil
-		req.MaxTokens = r.m.maxTokens(tu.model)
 	}
+	r.m.modelOptions(&req, tu.model)
 	n := st.n
 	ctx := tu.ctx
 	prov := r.m.providerFor(tu.model)

@@ -157,6 +157,23 @@ type Request struct {
 	// Temperature and TopP are the agent's sampling settings (nil: the
 	// model's defaults).
 	Temperature, TopP *float64
+	// Reasoning is the model's capabilities.reasoning in the catalog (nil:
+	// the catalog does not know the model, and a provider goes by its
+	// ID). OpenCode gates its reasoning options and thinking variants on
+	// it; a title request takes the small model's first variant.
+	Reasoning *bool
+	// OutputLimit is the model's limit.output in the catalog (0: unknown);
+	// thinking budgets are computed from it.
+	OutputLimit int
+}
+
+// Reasons reports the catalog's reasoning capability, else guess (the
+// provider's rule for a model ID it knows).
+func (r *Request) Reasons(guess func(id string) bool) bool {
+	if r.Reasoning != nil {
+		return *r.Reasoning
+	}
+	return guess(r.ModelID)
 }
 
 // PurposeTitle marks the small-model request that names a session.

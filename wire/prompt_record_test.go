@@ -26,8 +26,8 @@ package wire
 // sees every request in arrival order whatever the stub does with title
 // requests. The binary is -prompt.opencode, else $OPENCODE_BIN, else the e2e
 // tests' install under ~/.cache/opencode-server-e2e. Without -prompt.record
-// the test is skipped. A case with the Anthropic hook talks to an
-// Anthropic model instead (TestRecordAnthropicReference).
+// the test is skipped. A case with an API talks to a model of that API
+// instead (TestRecordNativeReference).
 
 import (
 	"bytes"
@@ -51,7 +51,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opencode-server/opencode-server/internal/anthropicstub"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 )
 
@@ -81,13 +80,12 @@ type promptCase struct {
 	// Script, when set, is the stub model's script instead of
 	// stubmodel.Echo.
 	Script stubmodel.Script
-	// Anthropic, when set, makes the case's model an Anthropic one: the
-	// global config is anthropicConfig (provider "anthropic" through
-	// @ai-sdk/anthropic, model anthropic/claude-sonnet-4-5), the model is
-	// internal/anthropicstub answering with this script, and the proxy
-	// keeps the /v1/messages requests (TestRecordAnthropicReference,
-	// testdata/reference/prompt-anthropic).
-	Anthropic anthropicstub.Script
+	// API, when set, makes the case's model one OpenCode speaks natively:
+	// the global config is the API's, the model is the API's stub
+	// answering with Script adapted (its Echo when Script is nil), and
+	// the proxy keeps that API's requests (TestRecordNativeReference,
+	// testdata/reference/prompt-<api>).
+	API *nativeAPI
 	// ModelsDev, when set, is a models.dev api.json the server reads its
 	// catalog from (written to <ROOT>/api.json, OPENCODE_MODELS_PATH);
 	// without it the real server has no catalog at all (models fetch
@@ -226,8 +224,8 @@ func gitInit(t *testing.T, dir string) {
 }
 
 // modelRecorder is a reverse proxy in front of the stub model that keeps
-// every model request (chat completions, or Anthropic messages), in
-// arrival order.
+// every model request (chat completions, or a native API's), in arrival
+// order.
 type modelRecorder struct {
 	mu   sync.Mutex
 	reqs []recordedRequest
@@ -247,7 +245,11 @@ func (m *modelRecorder) handler(stubURL string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if strings.HasSuffix(r.URL.Path, "/chat/completions") || strings.HasSuffix(r.URL.Path, "/messages") {
+		model := strings.HasSuffix(r.URL.Path, "/chat/completions")
+		for _, api := range nativeAPIs {
+			model = model || api.IsModelPath(r.URL.Path)
+		}
+		if model {
 			m.mu.Lock()
 			m.reqs = append(m.reqs, recordedRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 			m.mu.Unlock()
@@ -263,15 +265,11 @@ func (m *modelRecorder) all() []recordedRequest {
 }
 
 // isTitleRequest is stubmodel's title test: no tools, and a first system
-// message that talks about a title; for a Messages API body (top-level
-// system blocks) anthropicstub's.
+// message that talks about a title; for a native API's body (apiOfBody)
+// that API's stub's.
 func isTitleRequest(body []byte) bool {
-	var probe struct {
-		System json.RawMessage `json:"system"`
-	}
-	if json.Unmarshal(body, &probe) == nil && len(probe.System) > 0 {
-		var areq anthropicstub.Request
-		return json.Unmarshal(body, &areq) == nil && areq.IsTitle()
+	if api := apiOfBody(body); api != nil {
+		return api.IsTitle(body)
 	}
 	var req stubmodel.Request
 	if json.Unmarshal(body, &req) != nil {
@@ -344,8 +342,8 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase, outDir string) {
 	}
 
 	var stubURL string
-	if pc.Anthropic != nil {
-		stubURL = anthropicstub.NewServer(t, pc.Anthropic).URL()
+	if pc.API != nil {
+		stubURL = pc.API.Start(t, pc.Script)
 	} else {
 		script := pc.Script
 		if script == nil {
@@ -357,12 +355,12 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase, outDir string) {
 	proxy := httptest.NewServer(rec.handler(stubURL))
 	t.Cleanup(proxy.Close)
 	// The reference's opencode.json (refConfig, ../shared/reference/), or
-	// the Anthropic provider's.
-	cfg := []byte(refConfig)
-	if pc.Anthropic != nil {
-		cfg = []byte(anthropicConfig)
+	// the API's.
+	cfg, basePath := []byte(refConfig), "/v1"
+	if pc.API != nil {
+		cfg, basePath = []byte(pc.API.Config), pc.API.BasePath
 	}
-	cfg = bytes.ReplaceAll(cfg, []byte("MODEL_BASE_URL"), []byte(proxy.URL+"/v1"))
+	cfg = bytes.ReplaceAll(cfg, []byte("MODEL_BASE_URL"), []byte(proxy.URL+basePath))
 	if pc.Config != nil {
 		cfg = pc.Config(cfg)
 	}
@@ -461,8 +459,8 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase, outDir string) {
 		}
 		waitQuiet()
 	}
-	if pc.Anthropic != nil {
-		checkAcceptedStreams(t, call("GET", "/session/"+ses.ID+"/message", ""))
+	if pc.API != nil {
+		checkAcceptedStreams(t, pc.API, call("GET", "/session/"+ses.ID+"/message", ""))
 	}
 	// The title request is sent beside the first turn; wait for it, then for
 	// the model to stay quiet.
@@ -480,7 +478,7 @@ func recordPromptCase(t *testing.T, bin string, pc promptCase, outDir string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	waitQuiet()
-	if pc.Anthropic != nil && pc.NeedTitle {
+	if pc.API != nil && pc.NeedTitle {
 		checkTitled(t, call("GET", "/session/"+ses.ID, ""))
 	}
 

@@ -3,12 +3,13 @@ package anthropic
 import (
 	"encoding/base64"
 	"encoding/json"
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"math"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"github.com/opencode-server/opencode-server/provider"
 )
 
@@ -444,6 +445,69 @@ func defaultThinking(id string) string {
 	return ""
 }
 
+// titleVariant is the thinking of a title request: OpenCode's
+// smallOptions() takes the small model's first variant (transform.ts
+// variants() for @ai-sdk/anthropic, offered only to a model whose
+// capabilities.reasoning is set), then adds block binding to Claude 5.1
+// on as for a turn:
+//
+//   - Claude 4.6 Opus/Sonnet and from 4.7 on: adaptive efforts, the first
+//     "low"; from 4.7 on with display "summarized";
+//   - Opus 4.5: effort levels with a thinking budget, the first "low";
+//   - the others: "high", thinking enabled with a budget of
+//     min(16000, floor(limit.output/2 - 1)).
+//
+// It returns the thinking object, the effort (output_config) and the
+// budget the AI SDK adds to max_tokens.
+func titleVariant(id string, outputLimit int) (thinking, effort string, budget int) {
+	claude47 := claudeFrom47(id)
+	adaptive := claude47
+	for _, s := range []string{"opus-4-6", "opus-4.6", "4-6-opus", "4.6-opus", "sonnet-4-6", "sonnet-4.6", "4-6-sonnet", "4.6-sonnet"} {
+		adaptive = adaptive || strings.Contains(id, s)
+	}
+	binding := ""
+	if strings.Contains(defaultThinking(id), "block_binding") {
+		binding = `,"block_binding":{"prefix_mismatch_behavior":"drop_block"}`
+	}
+	if adaptive {
+		display := ""
+		if claude47 {
+			display = `,"display":"summarized"`
+		}
+		return `{"type":"adaptive"` + display + binding + `}`, "low", 0
+	}
+	budget = min(16000, int(math.Floor(float64(outputLimit)/2-1)))
+	if budget <= 0 {
+		// No output limit known: the AI SDK's default budget.
+		budget = 1024
+	}
+	thinking = `{"type":"enabled","budget_tokens":` + strconv.Itoa(budget) + binding + `}`
+	if strings.Contains(id, "opus-4-5") || strings.Contains(id, "opus-4.5") {
+		effort = "low"
+	}
+	return thinking, effort, budget
+}
+
+// claudeFrom47 is OpenCode's check for a Claude model from 4.7 on (a
+// claude- ID without a version counts as new).
+func claudeFrom47(id string) bool {
+	if !strings.Contains(strings.ToLower(id), "claude-") {
+		return false
+	}
+	m := claudeVersion.FindStringSubmatch(id)
+	if m == nil {
+		return true
+	}
+	major, _ := strconv.Atoi(m[1])
+	minor := 0
+	if m[2] != "" {
+		minor, _ = strconv.Atoi(m[2])
+	}
+	return major > 4 || major == 4 && minor >= 7
+}
+
+var claudeVersion = regexp.MustCompile(`(?i)claude-(?:[a-z]+-)?(\d+)(?:[.-](\d{1,2}))?(?:[.@-]|$)`)
+
 // orderedSet is a JavaScript Set of strings: insertion order, no repeats.
 type orderedSet []string
 
@@ -506,6 +570,13 @@ func (p *Provider) buildBody(dst []byte, req *provider.Request) ([]byte, ordered
 
 	caps := modelCapabilities(req.ModelID)
 	thinking := defaultThinking(req.ModelID)
+	effort, budget := "", 0
+	if req.Purpose == provider.PurposeTitle {
+		thinking, effort, budget = "", "", 0
+		if req.Reasons(func(string) bool { return false }) {
+			thinking, effort, budget = titleVariant(req.ModelID, req.OutputLimit)
+		}
+	}
 	temp, topP := req.Temperature, req.TopP
 	if temp != nil {
 		t := min(max(*temp, 0), 1)
@@ -520,6 +591,8 @@ func (p *Provider) buildBody(dst []byte, req *provider.Request) ([]byte, ordered
 	}
 	if thinking != "" {
 		temp, topP = nil, nil
+		// The AI SDK adds the thinking budget to max_tokens.
+		maxTokens += budget
 	} else if (caps.known || strings.Contains(req.ModelID, "claude-")) && topP != nil && temp != nil {
 		topP = nil
 	}
@@ -542,6 +615,11 @@ func (p *Provider) buildBody(dst []byte, req *provider.Request) ([]byte, ordered
 	if thinking != "" {
 		b = append(b, `,"thinking":`...)
 		b = append(b, thinking...)
+	}
+	if effort != "" {
+		b = append(b, `,"output_config":{"effort":`...)
+		b = jsonw.AppendString(b, effort)
+		b = append(b, '}')
 	}
 
 	// The first run of system messages is the top-level system (the AI

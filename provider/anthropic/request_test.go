@@ -34,13 +34,16 @@ func body(t testing.TB, req provider.Request) ([]byte, []string) {
 
 // wire is a body parsed back.
 type wire struct {
-	Model       string          `json:"model"`
-	MaxTokens   int             `json:"max_tokens"`
-	Temperature *float64        `json:"temperature"`
-	TopP        *float64        `json:"top_p"`
-	Thinking    json.RawMessage `json:"thinking"`
-	System      []wireBlock     `json:"system"`
-	Messages    []struct {
+	Model        string          `json:"model"`
+	MaxTokens    int             `json:"max_tokens"`
+	Temperature  *float64        `json:"temperature"`
+	TopP         *float64        `json:"top_p"`
+	Thinking     json.RawMessage `json:"thinking"`
+	OutputConfig struct {
+		Effort string `json:"effort"`
+	} `json:"output_config"`
+	System   []wireBlock `json:"system"`
+	Messages []struct {
 		Role    string      `json:"role"`
 		Content []wireBlock `json:"content"`
 	} `json:"messages"`
@@ -344,6 +347,7 @@ func TestParameters(t *testing.T) {
 		maxTokens  int
 		temp, topP *float64
 		thinking   string
+		effort     string
 		eager      bool
 	}{
 		{name: "claude defaults", req: provider.Request{ModelID: "claude-sonnet-4-5", MaxTokens: 32000, Tools: tool},
@@ -363,6 +367,33 @@ func TestParameters(t *testing.T) {
 		{name: "no default thinking for 5.0", req: provider.Request{ModelID: "claude-opus-5", MaxTokens: 32000}, maxTokens: 32000},
 		{name: "minimax-m3", req: provider.Request{ModelID: "MiniMax-M3", MaxTokens: 100, Temperature: f64(0.2)},
 			maxTokens: 100, thinking: `{"type":"adaptive"}`},
+		// Title requests take the first thinking variant of a model the
+		// catalog says reasons; the budget is added to max_tokens.
+		{name: "title: high budget", req: provider.Request{ModelID: "claude-sonnet-4-5", MaxTokens: 32000, Purpose: provider.PurposeTitle,
+			Reasoning: new(true), OutputLimit: 64000, Temperature: f64(0.5)},
+			maxTokens: 48000, thinking: `{"type":"enabled","budget_tokens":16000}`},
+		{name: "title: budget from a small output limit", req: provider.Request{ModelID: "claude-haiku-4-5", MaxTokens: 8000,
+			Purpose: provider.PurposeTitle, Reasoning: new(true), OutputLimit: 8000},
+			maxTokens: 11999, thinking: `{"type":"enabled","budget_tokens":3999}`},
+		{name: "title: capped at the model's maximum", req: provider.Request{ModelID: "claude-opus-4-1", MaxTokens: 32000,
+			Purpose: provider.PurposeTitle, Reasoning: new(true), OutputLimit: 32000},
+			maxTokens: 32000, thinking: `{"type":"enabled","budget_tokens":15999}`},
+		{name: "title: no variant without reasoning", req: provider.Request{ModelID: "claude-sonnet-4-5", MaxTokens: 32000,
+			Purpose: provider.PurposeTitle, Reasoning: new(false), OutputLimit: 64000}, maxTokens: 32000},
+		{name: "title: not in the catalog", req: provider.Request{ModelID: "claude-sonnet-4-5", MaxTokens: 32000,
+			Purpose: provider.PurposeTitle}, maxTokens: 32000},
+		{name: "title: adaptive 4.6", req: provider.Request{ModelID: "claude-sonnet-4-6", MaxTokens: 32000,
+			Purpose: provider.PurposeTitle, Reasoning: new(true), OutputLimit: 64000}, maxTokens: 32000,
+			thinking: `{"type":"adaptive"}`, effort: "low"},
+		{name: "title: adaptive summarized from 4.7", req: provider.Request{ModelID: "claude-opus-4-7", MaxTokens: 32000,
+			Purpose: provider.PurposeTitle, Reasoning: new(true), OutputLimit: 128000}, maxTokens: 32000,
+			thinking: `{"type":"adaptive","display":"summarized"}`, effort: "low"},
+		{name: "title: block binding from 5.1", req: provider.Request{ModelID: "claude-sonnet-5-1", MaxTokens: 32000,
+			Purpose: provider.PurposeTitle, Reasoning: new(true), OutputLimit: 128000}, maxTokens: 32000,
+			thinking: `{"type":"adaptive","display":"summarized","block_binding":{"prefix_mismatch_behavior":"drop_block"}}`, effort: "low"},
+		{name: "title: opus 4.5 effort with a budget", req: provider.Request{ModelID: "claude-opus-4-5", MaxTokens: 32000,
+			Purpose: provider.PurposeTitle, Reasoning: new(true), OutputLimit: 64000}, maxTokens: 48000,
+			thinking: `{"type":"enabled","budget_tokens":16000}`, effort: "low"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -371,6 +402,9 @@ func TestParameters(t *testing.T) {
 			if w.MaxTokens != c.maxTokens || !reflect.DeepEqual(w.Temperature, c.temp) || !reflect.DeepEqual(w.TopP, c.topP) ||
 				string(w.Thinking) != c.thinking || !w.Stream {
 				t.Errorf("max_tokens %d temperature %v top_p %v thinking %s stream %v", w.MaxTokens, ptr(w.Temperature), ptr(w.TopP), w.Thinking, w.Stream)
+			}
+			if w.OutputConfig.Effort != c.effort {
+				t.Errorf("output_config.effort %q, want %q", w.OutputConfig.Effort, c.effort)
 			}
 			if len(c.req.Tools) > 0 {
 				if len(w.Tools) != 1 || w.Tools[0].Eager != c.eager || string(w.ToolChoice) != `{"type":"auto"}` {

@@ -221,6 +221,8 @@ func (p *Provider) attempt(ctx context.Context, url, session string, body []byte
 	}
 	h := hreq.Header
 	h.Set("Content-Type", "application/json")
+	// What Bun's fetch sends when none is set.
+	h.Set("Accept", "*/*")
 	h.Set("User-Agent", UserAgent)
 	if p.apiKey != "" {
 		h.Set("X-Goog-Api-Key", p.apiKey)

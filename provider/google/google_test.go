@@ -123,7 +123,7 @@ func TestText(t *testing.T) {
 	h := s.Headers()[0]
 	for k, want := range map[string]string{
 		"X-Goog-Api-Key": "AIza-test", "Content-Type": "application/json", "User-Agent": google.UserAgent,
-		"X-Session-Affinity": "ses_1", "X-Session-Id": "ses_1",
+		"X-Session-Affinity": "ses_1", "X-Session-Id": "ses_1", "Accept": "*/*",
 	} {
 		if got := h.Get(k); got != want {
 			t.Errorf("header %s: %q, want %q", k, got, want)

@@ -306,9 +306,6 @@ func reasoning(id string) bool {
 //	  if ($.model.capabilities.reasoning) {
 //	    if (Z.thinkingConfig={includeThoughts:!0}, !_J($.model.api.id)) Z.thinkingConfig.thinkingLevel="high" } }
 func defaultThinking(id string) string {
-	if !reasoning(id) {
-		return ""
-	}
 	if gemini12.MatchString(id) {
 		return `{"includeThoughts":true}`
 	}
@@ -326,9 +323,6 @@ func defaultThinking(id string) string {
 //	  if(Z.includes("flash-image"))return["minimal","high"];if(Z.includes("pro-image"))return["high"];
 //	  if(Z.includes("flash"))return["minimal","low","medium","high"];return["low","medium","high"]}
 func titleThinking(id string) string {
-	if !reasoning(id) {
-		return ""
-	}
 	l := strings.ToLower(id)
 	if gemini25.MatchString(l) {
 		max := 24576
@@ -481,9 +475,12 @@ func (p *Provider) buildBody(dst []byte, req *provider.Request) ([]byte, error) 
 		field("topP")
 		b = append(b, "0.95"...)
 	}
-	thinking := defaultThinking(id)
-	if req.Purpose == provider.PurposeTitle {
-		thinking = titleThinking(id)
+	thinking := ""
+	if req.Reasons(reasoning) {
+		thinking = defaultThinking(id)
+		if req.Purpose == provider.PurposeTitle {
+			thinking = titleThinking(id)
+		}
 	}
 	if thinking != "" {
 		field("thinkingConfig")

@@ -257,6 +257,13 @@ func TestParameters(t *testing.T) {
 		{model: "gemini-3-pro-image-preview", purpose: provider.PurposeTitle,
 			want: `{"maxOutputTokens":1000,"temperature":0.5,"topK":64,"topP":0.95,"thinkingConfig":{"includeThoughts":true,"thinkingLevel":"high"}}`},
 		{model: "gemini-2.0-flash", purpose: provider.PurposeTitle, want: `{"maxOutputTokens":1000,"temperature":0.5}`},
+		// The catalog's capabilities.reasoning decides over the ID.
+		{model: "gemini-2.5-pro", req: provider.Request{Reasoning: new(false)},
+			want: `{"maxOutputTokens":1000,"temperature":1,"topK":64,"topP":0.95}`},
+		{model: "gemini-2.5-pro", purpose: provider.PurposeTitle, req: provider.Request{Reasoning: new(false)},
+			want: `{"maxOutputTokens":1000,"temperature":0.5,"topK":64,"topP":0.95}`},
+		{model: "gemini-2.0-flash", req: provider.Request{Reasoning: new(true)},
+			want: `{"maxOutputTokens":1000,"thinkingConfig":{"includeThoughts":true}}`},
 	}
 	for _, c := range cases {
 		t.Run(c.model+c.purpose, func(t *testing.T) {
@@ -300,7 +307,7 @@ func TestModelFamilies(t *testing.T) {
 		"deep-research-preview":     {true, false, true},
 		"claude-sonnet-4-5":         {false, false, false},
 	} {
-		level := strings.Contains(defaultThinking(id), "thinkingLevel")
+		level := reasoning(id) && strings.Contains(defaultThinking(id), "thinkingLevel")
 		if got := [3]bool{reasoning(id), sampled(id), level}; got != want {
 			t.Errorf("%s: reasoning, sampled, level %v, want %v", id, got, want)
 		}

@@ -113,7 +113,8 @@ func gpt5(id string) bool {
 func modelSettings(id, providerID string, req *provider.Request) settings {
 	var s settings
 	if req.Purpose == provider.PurposeTitle {
-		if e := firstVariant(id); e != "" {
+		// A model the catalog says does not reason has no variants.
+		if e := firstVariant(id); e != "" && req.Reasons(func(string) bool { return true }) {
 			s.effort, s.summary = e, "auto"
 		}
 	} else {
@@ -130,9 +131,10 @@ func modelSettings(id, providerID string, req *provider.Request) settings {
 			}
 		}
 	}
-	// The model's catalog capabilities are not known here: the AI SDK's
-	// own rule stands in for capabilities.reasoning.
+	// capabilities.reasoning, or the AI SDK's own rule for a model the
+	// catalog does not know.
 	caps, nonReasoningParams := sdkReasoning(id)
+	caps = req.Reasons(func(string) bool { return caps })
 	s.reasoning = caps || s.effort != "" || s.summary != ""
 	s.sampling = s.effort == "none" && nonReasoningParams
 	return s

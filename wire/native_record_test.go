@@ -1,18 +1,20 @@
 package wire
 
-// TestRecordAnthropicReference records what the real `opencode serve`
-// 1.18.33 sends to an Anthropic model (@ai-sdk/anthropic, the Messages
-// API) for a few prompts:
+// TestRecordNativeReference records what the real `opencode serve`
+// 1.18.33 sends to a model it speaks natively (nativeAPIs: Anthropic's
+// Messages API through @ai-sdk/anthropic, OpenAI's Responses API through
+// @ai-sdk/openai, Gemini through @ai-sdk/google) for a few prompts:
 //
-//	go test ./wire -run TestRecordAnthropicReference -prompt.record -v -timeout 10m
+//	go test ./wire -run TestRecordNativeReference -prompt.record -v -timeout 20m
 //
-// It is TestRecordPromptReference with the case's Anthropic hook set: the
-// global config is anthropicConfig (provider "anthropic", model and small
-// model anthropic/claude-sonnet-4-5), the model is internal/anthropicstub
-// behind the same recording proxy, which keeps every /v1/messages request
-// with its headers, and the files go to testdata/reference/prompt-anthropic
-// normalised as the prompt references are (paths, the date, prt_/msg_/
-// ses_/call_/toolu_ IDs and ULIDs). -prompt.only picks cases here too.
+// It is TestRecordPromptReference with the case's API set: the global
+// config is the API's (nativeAPI.Config), the model is the API's stub
+// (internal/anthropicstub, responsesstub, geministub) behind the same
+// recording proxy, which keeps every model request with its headers, and
+// the files go to the API's RefDir (testdata/reference/prompt-<api>)
+// normalised as the prompt references are (paths, the date,
+// prt_/msg_/ses_/call_/toolu_ IDs and ULIDs). -prompt.only picks cases
+// (by name, or <api>/<name>).
 
 import (
 	"encoding/json"
@@ -20,10 +22,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opencode-server/opencode-server/internal/anthropicstub"
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
 )
-
-const anthropicRefDir = "../testdata/reference/prompt-anthropic"
 
 // anthropicConfig is the global opencode.json of the Anthropic cases;
 // MODEL_BASE_URL becomes the stub's (or the recording proxy's) URL
@@ -53,9 +53,9 @@ const anthropicConfig = `{
 }
 `
 
-// anthropicCases are the recorded Anthropic cases; every one also sends
+// nativeCases are the recorded cases of one API; every one also sends
 // the session's title request to the (same) small model.
-func anthropicCases() []promptCase {
+func nativeCases(api *nativeAPI) []promptCase {
 	const imgText = "[Image 1] what is in this image?"
 	long := make([]string, 5)
 	for i := range long {
@@ -65,7 +65,7 @@ func anthropicCases() []promptCase {
 		{
 			Name:      "text",
 			Setup:     simpleProject,
-			Anthropic: anthropicstub.Echo,
+			API:       api,
 			Prompts:   []string{body("hello there")},
 			NeedTitle: true,
 		},
@@ -74,17 +74,20 @@ func anthropicCases() []promptCase {
 			// calls.
 			Name:      "tool-two-steps",
 			Setup:     simpleProject,
-			Anthropic: anthropicstub.Directives,
+			API:       api,
+			Script:    stubmodel.Directives,
 			Prompts:   []string{body(`call:read {"filePath":"main.go"} then: done`)},
 			NeedTitle: true,
 		},
 		{
-			// The first reply is a signed thinking block and a read call;
-			// the second call sends the thinking block back with its
-			// signature before the tool_use.
+			// The first reply is reasoning (a signed thinking block, an
+			// encrypted reasoning item, a thought) and a read call; the
+			// second call sends the reasoning back as the API needs it
+			// before the call.
 			Name:      "thinking-tool",
 			Setup:     simpleProject,
-			Anthropic: anthropicstub.Directives,
+			API:       api,
+			Script:    stubmodel.Directives,
 			Prompts:   []string{body("think: I should read main.go first\n" + `call:read {"filePath":"main.go"} then: done`)},
 			NeedTitle: true,
 		},
@@ -93,17 +96,17 @@ func anthropicCases() []promptCase {
 			// "image".
 			Name:      "image",
 			Setup:     inputProject,
-			Anthropic: anthropicstub.Echo,
+			API:       api,
 			Prompts:   []string{body(imgText, pasted(imgText, "[Image 1]", "image/png", "clipboard", "clipboard", tinyPNG()))},
 			NeedTitle: true,
 		},
 		{
 			// The text case with the catalog references' models.dev
-			// catalog (catalogAPIJSON), which knows the anthropic
-			// provider: OpenCode's custom loader for it runs.
+			// catalog (catalogAPIJSON), which knows the anthropic, openai
+			// and google providers: OpenCode's custom loader for each runs.
 			Name:      "text-catalog",
 			Setup:     simpleProject,
-			Anthropic: anthropicstub.Echo,
+			API:       api,
 			ModelsDev: catalogAPIJSON,
 			Prompts:   []string{body("hello there")},
 			NeedTitle: true,
@@ -114,10 +117,10 @@ func anthropicCases() []promptCase {
 			// config's providers are merged.
 			Name:      "text-env-key",
 			Setup:     simpleProject,
-			Anthropic: anthropicstub.Echo,
+			API:       api,
 			ModelsDev: catalogAPIJSON,
 			Config:    withoutAPIKey,
-			Env:       []string{"ANTHROPIC_API_KEY=stub-key"},
+			Env:       []string{api.EnvKey + "=stub-key"},
 			Prompts:   []string{body("hello there")},
 			NeedTitle: true,
 		},
@@ -126,21 +129,22 @@ func anthropicCases() []promptCase {
 			// last two messages on every call.
 			Name:      "long",
 			Setup:     simpleProject,
-			Anthropic: anthropicstub.Echo,
+			API:       api,
 			Prompts:   long,
 			NeedTitle: true,
 		},
 	}
 }
 
-// withoutAPIKey takes options.apiKey out of the anthropic provider's
-// config.
+// withoutAPIKey takes options.apiKey out of the (one) provider's config.
 func withoutAPIKey(cfg []byte) []byte {
 	var c map[string]any
 	if err := json.Unmarshal(cfg, &c); err != nil {
 		panic(err)
 	}
-	delete(c["provider"].(map[string]any)["anthropic"].(map[string]any)["options"].(map[string]any), "apiKey")
+	for _, p := range c["provider"].(map[string]any) {
+		delete(p.(map[string]any)["options"].(map[string]any), "apiKey")
+	}
 	out, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		panic(err)
@@ -148,19 +152,22 @@ func withoutAPIKey(cfg []byte) []byte {
 	return append(out, '\n')
 }
 
-func TestRecordAnthropicReference(t *testing.T) {
+func TestRecordNativeReference(t *testing.T) {
 	if !*promptRecord {
-		t.Skip("records testdata/reference/prompt-anthropic from the real server; run with -prompt.record")
+		t.Skip("records testdata/reference/prompt-<api> from the real server; run with -prompt.record")
 	}
 	bin := opencodeBinary(t)
-	if err := os.MkdirAll(anthropicRefDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, pc := range anthropicCases() {
-		if *promptOnly != "" && !strings.Contains(","+*promptOnly+",", ","+pc.Name+",") {
-			continue
+	for _, api := range nativeAPIs {
+		if err := os.MkdirAll(api.RefDir, 0o755); err != nil {
+			t.Fatal(err)
 		}
-		t.Run(pc.Name, func(t *testing.T) { recordPromptCase(t, bin, pc, anthropicRefDir) })
+		for _, pc := range nativeCases(api) {
+			only := "," + *promptOnly + ","
+			if *promptOnly != "" && !strings.Contains(only, ","+pc.Name+",") && !strings.Contains(only, ","+api.Name+"/"+pc.Name+",") {
+				continue
+			}
+			t.Run(api.Name+"/"+pc.Name, func(t *testing.T) { recordPromptCase(t, bin, pc, api.RefDir) })
+		}
 	}
 }
 
@@ -168,9 +175,9 @@ func TestRecordAnthropicReference(t *testing.T) {
 // every stub reply as a whole model answer: each assistant message of the
 // session (GET /session/{id}/message) has no error and a finish of
 // "tool-calls" or "stop", the last one "stop", and every reasoning part
-// kept its signature (metadata.anthropic.signature), which it needs to
-// send the thinking block back.
-func checkAcceptedStreams(t *testing.T, raw []byte) {
+// kept what the API needs to take it back (api.Signature, e.g.
+// metadata.anthropic.signature).
+func checkAcceptedStreams(t *testing.T, api *nativeAPI, raw []byte) {
 	t.Helper()
 	var msgs []struct {
 		Info struct {
@@ -180,12 +187,8 @@ func checkAcceptedStreams(t *testing.T, raw []byte) {
 			Error  json.RawMessage `json:"error"`
 		} `json:"info"`
 		Parts []struct {
-			Type     string `json:"type"`
-			Metadata struct {
-				Anthropic struct {
-					Signature string `json:"signature"`
-				} `json:"anthropic"`
-			} `json:"metadata"`
+			Type     string                    `json:"type"`
+			Metadata map[string]map[string]any `json:"metadata"`
 		} `json:"parts"`
 	}
 	if err := json.Unmarshal(raw, &msgs); err != nil {
@@ -204,8 +207,10 @@ func checkAcceptedStreams(t *testing.T, raw []byte) {
 			t.Errorf("assistant message %s finish %q", m.Info.ID, m.Info.Finish)
 		}
 		for _, p := range m.Parts {
-			if p.Type == "reasoning" && p.Metadata.Anthropic.Signature == "" {
-				t.Errorf("assistant message %s: a reasoning part without its signature", m.Info.ID)
+			if p.Type == "reasoning" && api.Signature != nil {
+				if s, _ := p.Metadata[api.Signature[0]][api.Signature[1]].(string); s == "" {
+					t.Errorf("assistant message %s: a reasoning part without metadata.%s", m.Info.ID, strings.Join(api.Signature, "."))
+				}
 			}
 		}
 		last = m.Info.Finish

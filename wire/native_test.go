@@ -17,26 +17,26 @@ import (
 	"time"
 
 	"github.com/opencode-server/opencode-server/config"
-	"github.com/opencode-server/opencode-server/internal/anthropicstub"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 )
 
-// anthropicCall is one model request as both sides made it: its headers
+// nativeCall is one model request as both sides made it: its path, its headers
 // (lower-case names) and its JSON body, normalised.
-type anthropicCall struct {
+type nativeCall struct {
+	Path   string
 	Header map[string]string
 	Body   map[string]any
 }
 
-// anthropicRun is what a server sent for a case: the turns' model calls
+// nativeRun is what a server sent for a case: the turns' model calls
 // in order and the title requests.
-type anthropicRun struct {
-	requests, titles []anthropicCall
+type nativeRun struct {
+	requests, titles []nativeCall
 }
 
-func loadAnthropicRef(t *testing.T, name string) anthropicRun {
+func loadNativeRef(t *testing.T, api *nativeAPI, name string) nativeRun {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(anthropicRefDir, name+".json"))
+	b, err := os.ReadFile(filepath.Join(api.RefDir, name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +47,14 @@ func loadAnthropicRef(t *testing.T, name string) anthropicRun {
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	conv := func(in []promptRequest) []anthropicCall {
-		var out []anthropicCall
+	conv := func(in []promptRequest) []nativeCall {
+		var out []nativeCall
 		for _, r := range in {
-			out = append(out, anthropicCall{Header: r.Header, Body: decodeBody(t, r.Body)})
+			out = append(out, nativeCall{Path: r.Path, Header: r.Header, Body: decodeBody(t, r.Body)})
 		}
 		return out
 	}
-	return anthropicRun{requests: conv(f.Requests), titles: conv(f.Titles)}
+	return nativeRun{requests: conv(f.Requests), titles: conv(f.Titles)}
 }
 
 func decodeBody(t *testing.T, raw []byte) map[string]any {
@@ -68,11 +68,11 @@ func decodeBody(t *testing.T, raw []byte) map[string]any {
 	return body
 }
 
-// runOursAnthropic runs the case on our server (internal/testserver) with
-// anthropicConfig pointing at an anthropicstub behind the recording proxy,
-// and returns every /v1/messages request, normalised as the recorder
-// normalises the reference's.
-func runOursAnthropic(t *testing.T, pc promptCase) anthropicRun {
+// runOursNative runs the case on our server (internal/testserver) with
+// the API's config pointing at its stub behind the recording proxy, and
+// returns every model request, normalised as the recorder normalises the
+// reference's.
+func runOursNative(t *testing.T, pc promptCase) nativeRun {
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -84,11 +84,10 @@ func runOursAnthropic(t *testing.T, pc promptCase) anthropicRun {
 	t.Setenv("HOME", home)
 	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
 	sessionDir := pc.Setup(t, dir, home)
-	stub := anthropicstub.NewServer(t, pc.Anthropic)
 	rec := &modelRecorder{}
-	proxy := httptest.NewServer(rec.handler(stub.URL()))
+	proxy := httptest.NewServer(rec.handler(pc.API.Start(t, pc.Script)))
 	t.Cleanup(proxy.Close)
-	raw := []byte(strings.ReplaceAll(anthropicConfig, "MODEL_BASE_URL", proxy.URL+"/v1"))
+	raw := []byte(strings.ReplaceAll(pc.API.Config, "MODEL_BASE_URL", proxy.URL+pc.API.BasePath))
 	if pc.Config != nil {
 		raw = pc.Config(raw)
 	}
@@ -143,9 +142,9 @@ func runOursAnthropic(t *testing.T, pc promptCase) anthropicRun {
 		time.Sleep(10 * time.Millisecond)
 	}
 	norm := newPromptNormaliser(map[string]string{dir: "<DIR>", home: "<HOME>", root: "<ROOT>"})
-	var run anthropicRun
+	var run nativeRun
 	for _, r := range rec.all() {
-		c := anthropicCall{Header: map[string]string{}, Body: decodeBody(t, []byte(norm.text(string(r.Body))))}
+		c := nativeCall{Path: r.Path, Header: map[string]string{}, Body: decodeBody(t, []byte(norm.text(string(r.Body))))}
 		for k, v := range r.Header {
 			c.Header[strings.ToLower(k)] = norm.text(strings.Join(v, ", "))
 		}
@@ -158,29 +157,30 @@ func runOursAnthropic(t *testing.T, pc promptCase) anthropicRun {
 	return run
 }
 
-// anthropicRule is one known difference, or one thing each server words
+// nativeRule is one known difference, or one thing each server words
 // its own way: it edits both sides of a model call alike (or ours toward
 // the reference for a named reason) and reports whether it found what it
 // is about. A rule that finds nothing in a whole run fails the test, so
 // the table stays minimal.
-type anthropicRule struct {
+type nativeRule struct {
 	ID  string
 	Why string
 	// Apply edits the call of ours and the reference's; title tells a
 	// title request.
-	Apply func(t *testing.T, title bool, ours, ref *anthropicCall) bool
+	Apply func(t *testing.T, api *nativeAPI, title bool, ours, ref *nativeCall) bool
 }
 
 // Header names that are not compared: each client's own, or the
 // connection's.
-var anthropicIgnoredHeaders = []string{"user-agent", "accept-encoding", "content-length", "connection"}
+var nativeIgnoredHeaders = []string{"user-agent", "accept-encoding", "content-length", "connection"}
 
-var anthropicRules = []anthropicRule{
+var nativeRules = []nativeRule{
 	{
 		ID:  "system-prose",
-		Why: "the system prompt is ours to word (README, our own words): both sides must send the same number of system blocks with the same cache marks, and the same facts in them (the environment block, the instruction files, the skills, what follows the skills; `sections`, as TestPromptMatchesReference compares them); the prose is not compared",
-		Apply: func(t *testing.T, title bool, ours, ref *anthropicCall) bool {
-			oSys, rSys := systemTexts(ours.Body), systemTexts(ref.Body)
+		Why: "the system prompt is ours to word (README, our own words): both sides must send the same number of system blocks (items, parts) with the same cache marks, and the same facts in them (the environment block, the instruction files, the skills, what follows the skills; `sections`, as TestPromptMatchesReference compares them); the prose is not compared",
+		Apply: func(t *testing.T, api *nativeAPI, title bool, ours, ref *nativeCall) bool {
+			oSys, oSet := api.System(ours.Body)
+			rSys, rSet := api.System(ref.Body)
 			if len(oSys) == 0 && len(rSys) == 0 {
 				return false
 			}
@@ -200,27 +200,20 @@ var anthropicRules = []anthropicRule{
 					t.Errorf("after the skills: ours %q, ref %q", olast, rlast)
 				}
 			}
-			for _, c := range []*anthropicCall{ours, ref} {
-				if blocks, ok := c.Body["system"].([]any); ok {
-					for _, b := range blocks {
-						if m, ok := b.(map[string]any); ok && m["type"] == "text" {
-							m["text"] = "<system text>"
-						}
-					}
-				}
-			}
+			oSet("<system text>")
+			rSet("<system text>")
 			return true
 		},
 	},
 	{
 		ID:  "title-question",
 		Why: "the title request's question before the first message is ours to word (ownWords)",
-		Apply: func(t *testing.T, title bool, ours, ref *anthropicCall) bool {
+		Apply: func(t *testing.T, _ *nativeAPI, title bool, ours, ref *nativeCall) bool {
 			if !title {
 				return false
 			}
 			n := 0
-			for _, c := range []*anthropicCall{ours, ref} {
+			for _, c := range []*nativeCall{ours, ref} {
 				c.Body = mapStrings(c.Body, func(s string) string {
 					if w, ok := ownWords(s).(string); ok && w != s && w == "<title question>" {
 						n++
@@ -236,14 +229,12 @@ var anthropicRules = []anthropicRule{
 		ID: "tool-definitions",
 		Why: "the tools' descriptions and parameter schemas are the tool package's (our own words, as TestPromptMatchesReference treats them): " +
 			"compared are each tool's name, its parameter names and required ones, and the task tool's subagents; the provider sends the rest of each " +
-			"tool (eager_input_streaming, cache_control) and the schema as given, so those are compared whole apart from input_schema and description",
-		Apply: func(t *testing.T, _ bool, ours, ref *anthropicCall) bool {
+			"tool (eager_input_streaming, cache_control, strict, type) and the schema as given, so those are compared whole apart from the schema and the description",
+		Apply: func(t *testing.T, api *nativeAPI, _ bool, ours, ref *nativeCall) bool {
 			hit := false
-			for _, c := range []*anthropicCall{ours, ref} {
-				tools, _ := c.Body["tools"].([]any)
-				for _, tl := range tools {
-					m, _ := tl.(map[string]any)
-					schema, _ := m["input_schema"].(map[string]any)
+			for _, c := range []*nativeCall{ours, ref} {
+				for _, m := range api.Tools(c.Body) {
+					schema, _ := m[api.SchemaKey].(map[string]any)
 					var names []string
 					props, _ := schema["properties"].(map[string]any)
 					for k := range props {
@@ -257,7 +248,7 @@ var anthropicRules = []anthropicRule{
 						req = append(req, s)
 					}
 					sort.Strings(req)
-					m["input_schema"] = strings.Join(names, ",") + " required " + strings.Join(req, ",")
+					m[api.SchemaKey] = strings.Join(names, ",") + " required " + strings.Join(req, ",")
 					if d, ok := m["description"].(string); ok {
 						m["description"] = "<description>"
 						if m["name"] == "task" {
@@ -276,38 +267,12 @@ var anthropicRules = []anthropicRule{
 		},
 	},
 	{
-		ID: "title-variant",
-		Why: "OpenCode's title request takes the small model's first variant (ProviderTransform.smallOptions: Object.values(model.variants)[0]): " +
-			"for claude-sonnet-4-5 with reasoning: true that is \"high\", thinking enabled with budget_tokens min(16000, limit.output/2-1), " +
-			"which the AI SDK adds to max_tokens; provider.Request has no thinking or variant setting, so ours sends neither " +
-			"(lifecycle's title request must pass the small options, and provider/anthropic write them)",
-		Apply: func(t *testing.T, title bool, ours, ref *anthropicCall) bool {
-			if !title {
-				return false
-			}
-			th, ok := ref.Body["thinking"].(map[string]any)
-			if !ok || th["type"] != "enabled" || ours.Body["thinking"] != nil {
-				return false
-			}
-			budget, _ := th["budget_tokens"].(json.Number).Int64()
-			rmax, _ := ref.Body["max_tokens"].(json.Number).Int64()
-			omax, _ := ours.Body["max_tokens"].(json.Number).Int64()
-			if omax+budget != rmax {
-				t.Errorf("title request: max_tokens ours %d, the reference %d with a thinking budget of %d", omax, rmax, budget)
-				return false
-			}
-			delete(ref.Body, "thinking")
-			ref.Body["max_tokens"] = ours.Body["max_tokens"]
-			return true
-		},
-	},
-	{
 		ID:  "ignored-headers",
 		Why: "user-agent names each client (ours is Go's), accept-encoding, content-length and connection are the HTTP stack's",
-		Apply: func(t *testing.T, _ bool, ours, ref *anthropicCall) bool {
+		Apply: func(t *testing.T, _ *nativeAPI, _ bool, ours, ref *nativeCall) bool {
 			n := 0
-			for _, c := range []*anthropicCall{ours, ref} {
-				for _, h := range anthropicIgnoredHeaders {
+			for _, c := range []*nativeCall{ours, ref} {
+				for _, h := range nativeIgnoredHeaders {
 					if _, ok := c.Header[h]; ok {
 						delete(c.Header, h)
 						n++
@@ -317,19 +282,6 @@ var anthropicRules = []anthropicRule{
 			return n > 0
 		},
 	},
-}
-
-// systemTexts are the texts of a body's system blocks.
-func systemTexts(body map[string]any) []string {
-	var out []string
-	blocks, _ := body["system"].([]any)
-	for _, b := range blocks {
-		if m, ok := b.(map[string]any); ok {
-			s, _ := m["text"].(string)
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // mapStrings replaces every string value (not keys) in v by f's answer.
@@ -413,71 +365,80 @@ func clipJSON(v any) string {
 	return s
 }
 
-// TestAnthropicMatchesReference runs the Anthropic cases
-// (anthropicCases) on our server, its model an anthropicstub behind the
+// TestNativeMatchesReference runs the cases of every native API
+// (nativeCases) on our server, its model the API's stub behind the
 // recording proxy, and compares every model request with the real
-// OpenCode's (testdata/reference/prompt-anthropic): the headers but those
-// anthropicIgnoredHeaders names, and the whole JSON body, after the
-// anthropicRules.
-func TestAnthropicMatchesReference(t *testing.T) {
+// OpenCode's (testdata/reference/prompt-<api>): the headers but those
+// nativeIgnoredHeaders names, and the whole JSON body, after the
+// nativeRules.
+func TestNativeMatchesReference(t *testing.T) {
 	used := map[string]int{}
-	ran := 0
-	for _, pc := range anthropicCases() {
-		t.Run(pc.Name, func(t *testing.T) {
-			ran++
-			ref, ours := loadAnthropicRef(t, pc.Name), runOursAnthropic(t, pc)
-			if len(ours.requests) != len(ref.requests) || len(ours.titles) != len(ref.titles) {
-				t.Fatalf("%d requests and %d titles, the reference %d and %d", len(ours.requests), len(ours.titles), len(ref.requests), len(ref.titles))
-			}
-			compare := func(what string, title bool, o, r anthropicCall) {
-				for _, rule := range anthropicRules {
-					if rule.Apply(t, title, &o, &r) {
-						used[rule.ID]++
+	ran, want := 0, 0
+	for _, api := range nativeAPIs {
+		cases := nativeCases(api)
+		want += len(cases)
+		for _, pc := range cases {
+			t.Run(api.Name+"/"+pc.Name, func(t *testing.T) {
+				ran++
+				ref, ours := loadNativeRef(t, api, pc.Name), runOursNative(t, pc)
+				if len(ours.requests) != len(ref.requests) || len(ours.titles) != len(ref.titles) {
+					t.Fatalf("%d requests and %d titles, the reference %d and %d", len(ours.requests), len(ours.titles), len(ref.requests), len(ref.titles))
+				}
+				compare := func(what string, title bool, o, r nativeCall) {
+					for _, rule := range nativeRules {
+						if rule.Apply(t, api, title, &o, &r) {
+							used[rule.ID]++
+						}
+					}
+					var diffs []string
+					if o.Path != r.Path {
+						diffs = append(diffs, fmt.Sprintf("path: ours %s, the reference %s", o.Path, r.Path))
+					}
+					hs := map[string]bool{}
+					for k := range o.Header {
+						hs[k] = true
+					}
+					for k := range r.Header {
+						hs[k] = true
+					}
+					var names []string
+					for k := range hs {
+						names = append(names, k)
+					}
+					sort.Strings(names)
+					for _, k := range names {
+						ov, ook := o.Header[k]
+						rv, rok := r.Header[k]
+						switch {
+						case !ook:
+							diffs = append(diffs, fmt.Sprintf("header %s: ours none, the reference %q", k, rv))
+						case !rok:
+							diffs = append(diffs, fmt.Sprintf("header %s: ours %q, the reference none", k, ov))
+						case ov != rv:
+							diffs = append(diffs, fmt.Sprintf("header %s: ours %q, the reference %q", k, ov, rv))
+						}
+					}
+					jsonDiff("body", o.Body, r.Body, &diffs)
+					if len(diffs) > 0 {
+						t.Errorf("%s:\n  %s", what, strings.Join(diffs, "\n  "))
 					}
 				}
-				var diffs []string
-				hs := map[string]bool{}
-				for k := range o.Header {
-					hs[k] = true
+				if api == anthropicAPI {
+					checkAnthropicCase(t, pc.Name, ours)
 				}
-				for k := range r.Header {
-					hs[k] = true
+				for i := range ref.requests {
+					compare(fmt.Sprintf("model call %d", i+1), false, ours.requests[i], ref.requests[i])
 				}
-				var names []string
-				for k := range hs {
-					names = append(names, k)
+				for i := range ref.titles {
+					compare(fmt.Sprintf("title request %d", i+1), true, ours.titles[i], ref.titles[i])
 				}
-				sort.Strings(names)
-				for _, k := range names {
-					ov, ook := o.Header[k]
-					rv, rok := r.Header[k]
-					switch {
-					case !ook:
-						diffs = append(diffs, fmt.Sprintf("header %s: ours none, the reference %q", k, rv))
-					case !rok:
-						diffs = append(diffs, fmt.Sprintf("header %s: ours %q, the reference none", k, ov))
-					case ov != rv:
-						diffs = append(diffs, fmt.Sprintf("header %s: ours %q, the reference %q", k, ov, rv))
-					}
-				}
-				jsonDiff("body", o.Body, r.Body, &diffs)
-				if len(diffs) > 0 {
-					t.Errorf("%s:\n  %s", what, strings.Join(diffs, "\n  "))
-				}
-			}
-			checkAnthropicCase(t, pc.Name, ours)
-			for i := range ref.requests {
-				compare(fmt.Sprintf("model call %d", i+1), false, ours.requests[i], ref.requests[i])
-			}
-			for i := range ref.titles {
-				compare(fmt.Sprintf("title request %d", i+1), true, ours.titles[i], ref.titles[i])
-			}
-		})
+			})
+		}
 	}
-	if t.Failed() || ran < len(anthropicCases()) {
+	if t.Failed() || ran < want {
 		return // a rule's use is judged on a whole, passing run
 	}
-	for _, rule := range anthropicRules {
+	for _, rule := range nativeRules {
 		if used[rule.ID] == 0 {
 			t.Errorf("rule %s matched nothing: drop it", rule.ID)
 		}
@@ -486,9 +447,9 @@ func TestAnthropicMatchesReference(t *testing.T) {
 
 // checkAnthropicCase checks, beyond the likeness with the reference, what
 // a case is about in our requests (before any rule edits them).
-func checkAnthropicCase(t *testing.T, name string, ours anthropicRun) {
+func checkAnthropicCase(t *testing.T, name string, ours nativeRun) {
 	t.Helper()
-	blocks := func(c anthropicCall, msg int) []map[string]any {
+	blocks := func(c nativeCall, msg int) []map[string]any {
 		msgs, _ := c.Body["messages"].([]any)
 		if msg >= len(msgs) {
 			return nil
