@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -479,5 +480,64 @@ func TestPruneToolOutputs(t *testing.T) {
 	}
 	if stored != cleared {
 		t.Errorf("%d parts stored as compacted, %d cleared in the model's view", stored, cleared)
+	}
+}
+
+// TestOverflowErrorCompacts: a model call the API refuses because the
+// prompt is too long for the context window (OpenCode's overflow texts)
+// is not a failed answer: the session reports ContextOverflowError
+// (session.error), the assistant message carries no error, and an
+// automatic compaction follows.
+func TestOverflowErrorCompacts(t *testing.T) {
+	var calls atomic.Int64
+	stub := stubmodel.NewServer(t, func(req stubmodel.Request) stubmodel.Response {
+		if len(req.Tools) == 0 {
+			return stubmodel.Response{Text: "Summary: a long conversation."}
+		}
+		if calls.Add(1) == 1 {
+			return stubmodel.Response{Status: 400, ErrorMessage: "prompt is too long: 210000 tokens > 200000 maximum"}
+		}
+		return stubmodel.Echo(req)
+	})
+	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), "")})
+	events := eventLog(t, srv.URL)
+	sid := newSession(t, srv.URL)
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"too much"}]}`); code != 200 {
+		t.Fatalf("prompt: %d %s", code, b)
+	}
+	timeout := time.After(10 * time.Second)
+	var overflow bool
+	for compacted := false; !compacted; {
+		select {
+		case f := <-events:
+			if f.Type == "session.error" {
+				var p struct {
+					Error struct{ Name string } `json:"error"`
+				}
+				_ = json.Unmarshal(f.Properties, &p)
+				overflow = overflow || p.Error.Name == "ContextOverflowError"
+			}
+			compacted = f.Type == "session.compacted"
+		case <-timeout:
+			t.Fatal("no session.compacted after the overflow error")
+		}
+	}
+	if !overflow {
+		t.Error("no session.error with ContextOverflowError")
+	}
+	var msgs []struct {
+		Info struct {
+			Role  string
+			Error json.RawMessage
+		}
+	}
+	r, err := http.Get(srv.URL + "/session/" + sid + "/message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(r.Body).Decode(&msgs)
+	r.Body.Close()
+	if len(msgs) < 2 || msgs[1].Info.Role != "assistant" || len(msgs[1].Info.Error) > 0 {
+		t.Errorf("the refused call's message: %+v", msgs)
 	}
 }

@@ -105,7 +105,10 @@ type turn struct {
 	steps     int
 	// compact: the turn summarizes transcript (the conversation before it)
 	// instead of answering.
-	compact    bool
+	compact bool
+	// overflowed: a model call failed because the prompt did not fit
+	// the model's context window; the turn ends and a compaction follows.
+	overflowed bool
 	transcript string
 	// startSnap and endSnap are the project's files before the turn's
 	// first step and after its last.

@@ -477,12 +477,25 @@ func (r *runner) endStep(err error) {
 			}
 		}
 		data["message"] = msg
-		st.msg.Error = &opencode.NamedError{Name: "APIError", Data: data}
+		failure := &opencode.NamedError{Name: "APIError", Data: data}
+		kind := "unknown"
+		if !tu.compact && provider.ContextOverflow(err) {
+			// As OpenCode: the session says so (session.error) and
+			// compacts; the message itself is not failed.
+			kind, tu.overflowed = "context_overflow", true
+			over := map[string]any{"message": msg}
+			if rb, ok := data["responseBody"]; ok {
+				over["responseBody"] = rb
+			}
+			failure = &opencode.NamedError{Name: "ContextOverflowError", Data: over}
+		} else {
+			st.msg.Error = failure
+		}
 		st.msg.Time.Completed = &now
 		t.message(st.msg)
 		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": "unknown", "message": msg}})
-		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": st.msg.Error})
+			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": kind, "message": msg}})
+		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": failure})
 		tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 		tu.step = nil
 		r.endTurn()
@@ -601,7 +614,7 @@ func (r *runner) endTurn() {
 	r.turn = nil
 	if !tu.compact {
 		r.prune(t)
-		if r.m.overflow(tu.model, tu.usage) {
+		if tu.overflowed || r.m.overflow(tu.model, tu.usage) {
 			r.autoCompact(t, tu.model)
 		}
 	}
