@@ -139,7 +139,49 @@ var geminiAPI = &nativeAPI{
 	SchemaKey: "parameters",
 }
 
-var nativeAPIs = []*nativeAPI{anthropicAPI, responsesAPI, geminiAPI}
+// chatClaudeAPI is not a native API but chat completions
+// (@ai-sdk/openai-compatible, as a gateway serves Claude) with a Claude
+// model: OpenCode marks its prompt for caching there too (applyCaching's
+// openaiCompatible cache_control), so it is compared as the native ones.
+var chatClaudeAPI = &nativeAPI{
+	Name:     "chat-claude",
+	RefDir:   "../testdata/reference/prompt-chat-claude",
+	Config:   chatClaudeConfig,
+	BasePath: "/v1",
+	Provider: "gateway",
+	Start: func(t *testing.T, script stubmodel.Script) string {
+		if script == nil {
+			script = stubmodel.Echo
+		}
+		return stubmodel.NewServer(t, script).URL()
+	},
+	IsModelPath: func(p string) bool { return strings.HasSuffix(p, "/chat/completions") },
+	IsTitle: func(body []byte) bool {
+		var r stubmodel.Request
+		return json.Unmarshal(body, &r) == nil && r.IsTitle()
+	},
+	System: func(body map[string]any) ([]string, func(string)) {
+		var sys []any
+		for _, m := range mapsOf(body["messages"]) {
+			if m["role"] == "system" {
+				sys = append(sys, m)
+			}
+		}
+		return textsOf(sys, "content")
+	},
+	Tools: func(body map[string]any) []map[string]any {
+		var out []map[string]any
+		for _, tl := range mapsOf(body["tools"]) {
+			if f, ok := tl["function"].(map[string]any); ok {
+				out = append(out, f)
+			}
+		}
+		return out
+	},
+	SchemaKey: "parameters",
+}
+
+var nativeAPIs = []*nativeAPI{anthropicAPI, responsesAPI, geminiAPI, chatClaudeAPI}
 
 // apiOfBody tells which native API a model request body is for by its
 // shape, nil for chat completions.
@@ -220,6 +262,33 @@ const responsesConfig = `{
           "modalities": { "input": ["text", "image"], "output": ["text"] },
           "limit": { "context": 400000, "output": 128000 },
           "cost": { "input": 1.25, "output": 10, "cache_read": 0.125 }
+        }
+      }
+    }
+  }
+}
+`
+
+// chatClaudeConfig is the global opencode.json of the chat-claude cases:
+// a gateway's OpenAI-compatible endpoint serving a Claude model.
+const chatClaudeConfig = `{
+  "autoupdate": false,
+  "share": "disabled",
+  "model": "gateway/claude-sonnet-4-5",
+  "small_model": "gateway/claude-sonnet-4-5",
+  "provider": {
+    "gateway": {
+      "npm": "@ai-sdk/openai-compatible",
+      "name": "Gateway",
+      "options": { "baseURL": "MODEL_BASE_URL", "apiKey": "stub-key" },
+      "models": {
+        "claude-sonnet-4-5": {
+          "name": "Claude Sonnet 4.5 (gateway)",
+          "tool_call": true,
+          "reasoning": true,
+          "attachment": true,
+          "modalities": { "input": ["text", "image", "pdf"], "output": ["text"] },
+          "limit": { "context": 200000, "output": 64000 }
         }
       }
     }

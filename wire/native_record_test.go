@@ -19,6 +19,7 @@ package wire
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,7 +62,7 @@ func nativeCases(api *nativeAPI) []promptCase {
 	for i := range long {
 		long[i] = body([]string{"first", "second", "third", "fourth", "fifth"}[i] + " prompt of five")
 	}
-	return []promptCase{
+	cases := []promptCase{
 		{
 			Name:      "text",
 			Setup:     simpleProject,
@@ -134,6 +135,11 @@ func nativeCases(api *nativeAPI) []promptCase {
 			NeedTitle: true,
 		},
 	}
+	if api.EnvKey == "" {
+		// A provider models.dev does not list: no catalog or env key cases.
+		cases = slices.DeleteFunc(cases, func(pc promptCase) bool { return strings.HasPrefix(pc.Name, "text-") })
+	}
+	return cases
 }
 
 // withoutAPIKey takes options.apiKey out of the (one) provider's config.

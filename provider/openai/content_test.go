@@ -42,7 +42,7 @@ func TestMessageContent(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := string(encodeMessage(c.msg)); got != c.want {
+			if got := string(encodeMessage(c.msg, false)); got != c.want {
 				t.Errorf("got  %s\nwant %s", got, c.want)
 			}
 		})
@@ -63,5 +63,97 @@ func TestMemoPerEncoder(t *testing.T) {
 	}
 	if got := string(m.Bytes("b", enc("B"))); got != "B" {
 		t.Fatalf("another encoder got %q", got)
+	}
+}
+
+// TestCacheMarks: a Claude model's prompt is marked as OpenCode's
+// applyCaching marks it through @ai-sdk/openai-compatible: the system
+// message, and the last two other messages (a run of tool results counts
+// as one, its last result marked; an assistant's mark sits on its last
+// tool call, and an assistant's text keeps none); any other model gets no
+// marks. A title request of a reasoning model takes the first variant's
+// effort.
+func TestCacheMarks(t *testing.T) {
+	call := func(id string) provider.ToolCall {
+		return provider.ToolCall{ID: id, Name: "read", Arguments: json.RawMessage(`{}`)}
+	}
+	hist := []provider.Message{
+		{Role: "user", Content: "one"},
+		{Role: "assistant", Content: "said"},
+		{Role: "user", Parts: []provider.Part{{Type: provider.PartText, Text: "a"}, {Type: provider.PartText, Text: "b"}}},
+		{Role: "assistant", ToolCalls: []provider.ToolCall{call("c1"), call("c2")}},
+		{Role: "tool", ToolCallID: "c1", Content: "r1"},
+		{Role: "tool", ToolCallID: "c2", Content: "r2"},
+	}
+	marks := func(req provider.Request) string {
+		var body struct {
+			Messages []struct {
+				Role         string          `json:"role"`
+				Content      json.RawMessage `json:"content"`
+				CacheControl *cacheControl   `json:"cache_control"`
+				ToolCalls    []struct {
+					CacheControl *cacheControl `json:"cache_control"`
+				} `json:"tool_calls"`
+			} `json:"messages"`
+			ReasoningEffort string `json:"reasoning_effort"`
+		}
+		b, err := buildRequest(req).encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatal(err)
+		}
+		out := body.ReasoningEffort
+		for _, m := range body.Messages {
+			out += " " + m.Role[:1]
+			if m.CacheControl != nil {
+				out += "*"
+			}
+			for _, c := range m.ToolCalls {
+				if c.CacheControl != nil {
+					out += "c*"
+				} else {
+					out += "c"
+				}
+			}
+			var parts []struct {
+				CacheControl *cacheControl `json:"cache_control"`
+			}
+			if json.Unmarshal(m.Content, &parts) == nil {
+				for _, p := range parts {
+					if p.CacheControl != nil {
+						out += "p*"
+					} else {
+						out += "p"
+					}
+				}
+			}
+		}
+		return out
+	}
+	yes := true
+	for _, c := range []struct {
+		name string
+		req  provider.Request
+		want string
+	}{
+		{"tool run", provider.Request{ModelID: "anthropic/claude-sonnet-4.5", System: "s", Messages: hist},
+			" s* u a upp acc* t t*"},
+		{"multi-part user and assistant text", provider.Request{ModelID: "claude-sonnet-4-5", System: "s", Messages: hist[:3]},
+			" s* u a upp*"},
+		{"one user text", provider.Request{ModelID: "claude-sonnet-4-5", System: "s", Messages: hist[:1]},
+			" s* u*"},
+		{"not claude", provider.Request{ModelID: "gpt-4.1", System: "s", Messages: hist}, " s u a upp acc t t"},
+		{"title of a reasoning model", provider.Request{ModelID: "claude-sonnet-4-5", System: "s", Messages: hist[:1],
+			Purpose: provider.PurposeTitle, Reasoning: &yes}, "low s* u*"},
+		{"title of a model with no variants", provider.Request{ModelID: "qwen3-coder", Messages: hist[:1],
+			Purpose: provider.PurposeTitle, Reasoning: &yes}, " u"},
+		{"title of a model not known to reason", provider.Request{ModelID: "gpt-oss", Messages: hist[:1],
+			Purpose: provider.PurposeTitle}, " u"},
+	} {
+		if got := marks(c.req); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
 	}
 }

@@ -13,13 +13,15 @@ type chatRequest struct {
 	MaxTokens int    `json:"max_tokens,omitempty"`
 	// Messages are spliced in by encode (json.Marshal would validate and
 	// copy every memoized encoding again on each call).
-	Messages      []json.RawMessage `json:"-"`
-	Tools         []chatTool        `json:"tools,omitempty"`
-	ToolChoice    string            `json:"tool_choice,omitempty"`
-	Temperature   *float64          `json:"temperature,omitempty"`
-	TopP          *float64          `json:"top_p,omitempty"`
-	Stream        bool              `json:"stream"`
-	StreamOptions streamOptions     `json:"stream_options"`
+	Messages    []json.RawMessage `json:"-"`
+	Tools       []chatTool        `json:"tools,omitempty"`
+	ToolChoice  string            `json:"tool_choice,omitempty"`
+	Temperature *float64          `json:"temperature,omitempty"`
+	TopP        *float64          `json:"top_p,omitempty"`
+	// ReasoningEffort is a title request's first variant.
+	ReasoningEffort string        `json:"reasoning_effort,omitempty"`
+	Stream          bool          `json:"stream"`
+	StreamOptions   streamOptions `json:"stream_options"`
 }
 
 type streamOptions struct {
@@ -35,12 +37,23 @@ type chatMessage struct {
 	ReasoningContent string         `json:"reasoning_content,omitempty"`
 	ToolCalls        []chatToolCall `json:"tool_calls,omitempty"`
 	ToolCallID       string         `json:"tool_call_id,omitempty"`
+	CacheControl     *cacheControl  `json:"cache_control,omitempty"`
 }
 
+// cacheControl is the mark OpenCode's applyCaching puts on a Claude
+// model's prompt (providerOptions.openaiCompatible.cache_control, which
+// @ai-sdk/openai-compatible spreads into the message, part or call).
+type cacheControl struct {
+	Type string `json:"type"`
+}
+
+var ephemeral = &cacheControl{Type: "ephemeral"}
+
 type chatToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function chatFunction `json:"function"`
+	ID           string        `json:"id"`
+	Type         string        `json:"type"`
+	Function     chatFunction  `json:"function"`
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 type chatFunction struct {
@@ -74,14 +87,24 @@ func buildRequest(req provider.Request) chatRequest {
 		Temperature:   req.Temperature,
 		TopP:          req.TopP,
 	}
-	if req.System != "" {
-		out.Messages = append(out.Messages, encodeMessage(provider.Message{Role: "system", Content: req.System}))
+	if req.Purpose == provider.PurposeTitle && req.Reasons(func(string) bool { return false }) {
+		out.ReasoningEffort = firstVariant(req.ModelID)
 	}
-	for _, m := range req.Messages {
-		if m.Memo != nil {
-			out.Messages = append(out.Messages, m.Memo.Bytes(memoKey, func() []byte { return encodeMessage(m) }))
+	var marked map[int]bool
+	if claude(req.ModelID) {
+		marked = cacheMarks(req)
+	}
+	if req.System != "" {
+		out.Messages = append(out.Messages, encodeMessage(provider.Message{Role: "system", Content: req.System}, marked[-1]))
+	}
+	for i, m := range req.Messages {
+		if marked[i] {
+			// Marks move every call: these few are encoded afresh.
+			out.Messages = append(out.Messages, encodeMessage(m, true))
+		} else if m.Memo != nil {
+			out.Messages = append(out.Messages, m.Memo.Bytes(memoKey, func() []byte { return encodeMessage(m, false) }))
 		} else {
-			out.Messages = append(out.Messages, encodeMessage(m))
+			out.Messages = append(out.Messages, encodeMessage(m, false))
 		}
 	}
 	for _, t := range req.Tools {
@@ -100,6 +123,66 @@ func buildRequest(req provider.Request) chatRequest {
 	return out
 }
 
+// claude is OpenCode's test for a model whose prompt it marks for caching
+// (transform.ts: the model's ID names claude or anthropic).
+func claude(id string) bool {
+	return strings.Contains(id, "claude") || strings.Contains(id, "anthropic")
+}
+
+// cacheMarks are the messages OpenCode's applyCaching marks, as indexes
+// into req.Messages (-1: the system prompt): the first two system
+// messages and the last two other messages, where a run of tool results
+// is one message (OpenCode's tool message holds them all; its last
+// result carries the mark).
+func cacheMarks(req provider.Request) map[int]bool {
+	marks := map[int]bool{}
+	systems := 0
+	if req.System != "" {
+		marks[-1], systems = true, 1
+	}
+	for i, m := range req.Messages {
+		if m.Role == "system" && systems < 2 {
+			marks[i] = true
+			systems++
+		}
+	}
+	others := 0
+	for i := len(req.Messages) - 1; i >= 0 && others < 2; i-- {
+		m := req.Messages[i]
+		if m.Role == "system" {
+			continue
+		}
+		marks[i] = true
+		others++
+		for m.Role == "tool" && i > 0 && req.Messages[i-1].Role == "tool" {
+			i-- // the rest of the run belongs to the same message
+		}
+	}
+	return marks
+}
+
+// firstVariant is the reasoning effort of the first thinking variant
+// OpenCode offers an OpenAI-compatible model that reasons (transform.ts
+// variants()), which its title request takes; "" for models it offers
+// none.
+func firstVariant(id string) string {
+	l := strings.ToLower(id)
+	glm52 := strings.Contains(l, "glm-5.2") || strings.Contains(l, "glm-5-2") || strings.Contains(l, "glm-5p2")
+	switch {
+	case strings.Contains(l, "minimax-m3"):
+		return "" // its variants are thinking modes, not efforts
+	case glm52:
+		return "high"
+	case strings.Contains(l, "deepseek-chat"), strings.Contains(l, "deepseek-reasoner"), strings.Contains(l, "deepseek-r1"),
+		strings.Contains(l, "deepseek-v3"), strings.Contains(l, "minimax"), strings.Contains(l, "glm"), strings.Contains(l, "kimi"),
+		strings.Contains(l, "k2p"), strings.Contains(l, "qwen"), strings.Contains(l, "big-pickle"):
+		return ""
+	case strings.Contains(l, "north-mini-code"):
+		return "none"
+	}
+	return "low"
+}
+
 // memoKey names this encoder's encodings in a message's memo.
 const memoKey = "openai-chat"
 
@@ -109,6 +192,8 @@ type contentPart struct {
 	Text     string    `json:"text,omitempty"`
 	ImageURL *imageURL `json:"image_url,omitempty"`
 	File     *fileData `json:"file,omitempty"`
+	// CacheControl marks the last part of a marked message.
+	CacheControl *cacheControl `json:"cache_control,omitempty"`
 }
 
 type imageURL struct {
@@ -166,12 +251,23 @@ func assistantText(m provider.Message) (text, reasoning string) {
 	return b.String(), r.String()
 }
 
-// encodeMessage is one message in the OpenAI wire form.
-func encodeMessage(m provider.Message) json.RawMessage {
+// encodeMessage is one message in the OpenAI wire form; mark puts the
+// cache mark where @ai-sdk/openai-compatible puts the last part's: on a
+// system, tool or one-text user message itself, on the last part of a
+// user message's array, on an assistant's last tool call (an assistant's
+// text keeps none).
+func encodeMessage(m provider.Message, mark bool) json.RawMessage {
 	cm := chatMessage{Role: m.Role, Content: m.Content}
 	switch m.Role {
 	case "user":
 		cm.Content = userContent(m)
+		if mark {
+			if parts, ok := cm.Content.([]contentPart); ok && len(parts) > 0 {
+				parts[len(parts)-1].CacheControl = ephemeral
+			} else {
+				cm.CacheControl = ephemeral
+			}
+		}
 	case "assistant":
 		text, reasoning := assistantText(m)
 		cm.Content, cm.ReasoningContent = text, reasoning
@@ -184,8 +280,18 @@ func encodeMessage(m provider.Message) json.RawMessage {
 				ID: tc.ID, Type: "function", Function: chatFunction{Name: tc.Name, Arguments: args},
 			})
 		}
+		if mark && len(cm.ToolCalls) > 0 {
+			cm.ToolCalls[len(cm.ToolCalls)-1].CacheControl = ephemeral
+		}
 	case "tool":
 		cm.ToolCallID = m.ToolCallID
+		if mark {
+			cm.CacheControl = ephemeral
+		}
+	case "system":
+		if mark {
+			cm.CacheControl = ephemeral
+		}
 	}
 	b, err := json.Marshal(cm)
 	if err != nil {
