@@ -54,6 +54,14 @@ type Provider struct {
 	Default string
 }
 
+// NPMOf is the package that serves m: its own, else the provider's.
+func (p *Provider) NPMOf(m *Model) string {
+	if m.NPM != "" {
+		return m.NPM
+	}
+	return p.NPM
+}
+
 // Model is one model as OpenCode's catalog describes it.
 type Model struct {
 	ID         string

@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -63,7 +64,8 @@ func providerV1(p *catalog.Provider) map[string]any {
 			"cost": map[string]any{"input": m.Cost.Input, "output": m.Cost.Output,
 				"cache": map[string]any{"read": m.Cost.CacheRead, "write": m.Cost.CacheWrite}},
 			"limit":  limitOf(m),
-			"status": status, "options": map[string]any{}, "headers": map[string]any{}, "release_date": m.ReleaseDate, "variants": map[string]any{},
+			"status": status, "options": map[string]any{}, "headers": map[string]any{}, "release_date": m.ReleaseDate,
+			"variants": variantsV1(p.NPMOf(m), m),
 		}
 	}
 	opts := map[string]any{}
@@ -78,6 +80,20 @@ func providerV1(p *catalog.Provider) map[string]any {
 		env = []string{}
 	}
 	return map[string]any{"id": p.ID, "name": p.Name, "source": p.Source, "env": env, "options": opts, "models": models}
+}
+
+// variantsV1 is a model's variants as an object in OpenCode's order
+// (clients cycle through them in it): name -> provider options.
+func variantsV1(npm string, m *catalog.Model) json.RawMessage {
+	b := []byte{'{'}
+	for i, v := range catalog.Variants(npm, m) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		name, _ := json.Marshal(v.Name)
+		b = append(append(append(b, name...), ':'), v.Options...)
+	}
+	return append(b, '}')
 }
 
 // modelV2 is a model of GET /api/model (ModelV2Info).

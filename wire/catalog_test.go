@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -50,7 +52,7 @@ var keyRef = regexp.MustCompile(`<KEY:[^>]+>`)
 
 // providerView is what is compared of a provider: its source, its models
 // and what each model says (the fields both servers derive from the
-// catalog; thinking variants and options are issue 21's).
+// catalog, its thinking variants included, in their order).
 type providerView struct {
 	Source string
 	Env    []string
@@ -63,6 +65,7 @@ type modelView struct {
 	Status       string
 	API          map[string]string
 	Capabilities json.RawMessage
+	Variants     json.RawMessage
 	Cost         json.RawMessage
 	Limit        json.RawMessage
 	ReleaseDate  string `json:"release_date"`
@@ -271,12 +274,35 @@ func compareCatalogCase(t *testing.T, rec catalogRecording) {
 
 // normModel drops what is not compared: a JSON number's form (3 vs 3.0).
 func normModel(m modelView) map[string]any {
-	var caps, cost, limit any
+	var caps, cost, limit, variants any
 	_ = json.Unmarshal(m.Capabilities, &caps)
 	_ = json.Unmarshal(m.Cost, &cost)
 	_ = json.Unmarshal(m.Limit, &limit)
+	_ = json.Unmarshal(m.Variants, &variants)
 	return map[string]any{"name": m.Name, "family": m.Family, "status": m.Status, "api": m.API,
-		"capabilities": caps, "cost": cost, "limit": limit, "release_date": m.ReleaseDate}
+		"capabilities": caps, "cost": cost, "limit": limit, "release_date": m.ReleaseDate,
+		"variants": variants, "variant order": objectKeys(m.Variants)}
+}
+
+// objectKeys are a JSON object's keys in their order.
+func objectKeys(raw json.RawMessage) []string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var keys []string
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return keys
+		}
+		keys = append(keys, fmt.Sprint(t))
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return keys
+		}
+	}
+	return keys
 }
 
 func sortedIDs[V any](m map[string]V) []string {
