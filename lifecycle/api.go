@@ -268,6 +268,7 @@ type content struct {
 	Tools   map[string]bool
 	NoReply bool
 	Shell   string `json:",omitempty"`
+	Variant string `json:",omitempty"`
 }
 
 func canonicalContent(in *opencode.Input) content {
@@ -276,7 +277,7 @@ func canonicalContent(in *opencode.Input) content {
 		p.ID, p.SessionID, p.MessageID = "", "", ""
 		parts[i] = p
 	}
-	return content{parts, in.Agent, in.Model, in.System, in.Tools, in.NoReply, in.Shell}
+	return content{parts, in.Agent, in.Model, in.System, in.Tools, in.NoReply, in.Shell, in.Variant}
 }
 
 // sameContent compares an input's stored fingerprint with a new one's

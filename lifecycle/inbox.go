@@ -95,7 +95,7 @@ func (r *runner) earlier(in *opencode.Input) (*opencode.Input, bool, error) {
 func userMessage(in *opencode.Input, agent string, model opencode.MessageModel, created int64) opencode.Message {
 	return opencode.Message{ID: in.ID, SessionID: in.SessionID, Role: opencode.User,
 		Time: opencode.MessageTime{Created: created}, Agent: agent, Model: &opencode.MessageModel{
-			ProviderID: model.ProviderID, ModelID: model.ModelID}, System: in.System, Tools: in.Tools}
+			ProviderID: model.ProviderID, ModelID: model.ModelID, Variant: model.Variant}, System: in.System, Tools: in.Tools}
 }
 
 // undoPoint is the runner state an admission may change before its commit,

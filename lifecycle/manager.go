@@ -683,5 +683,10 @@ func (m *Manager) modelOptions(req *provider.Request, model opencode.MessageMode
 	if info, ok := m.modelInfo(model); ok {
 		r := info.Reasoning
 		req.Reasoning, req.OutputLimit = &r, int(info.Output)
+		if model.Variant != "" && req.Purpose != provider.PurposeTitle {
+			if p, ok := m.cfg.Catalog.Get().Provider(model.ProviderID); ok {
+				req.Variant = catalog.VariantOptions(p.NPMOf(info), info, model.Variant)
+			}
+		}
 	}
 }

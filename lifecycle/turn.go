@@ -142,6 +142,9 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 			// OpenCode's order: the prompt's model, the agent's, the session's.
 			r.turn.model = m
 		}
+		if in.Variant != "" {
+			r.turn.model.Variant = in.Variant
+		}
 		msg := userMessage(&in, r.turn.agent, r.turn.model, now)
 		if in.Shown {
 			// Stored and announced at admission; it stays as it was.

@@ -30,10 +30,13 @@ type Input struct {
 	// Parts are the user message's parts, their prt_ IDs assigned at admission.
 	Parts []Part `json:"parts"`
 	// Options are the v1 prompt options that shape the user message.
-	Agent  string          `json:"agent,omitempty"`
-	Model  *MessageModel   `json:"model,omitempty"`
-	System string          `json:"system,omitempty"`
-	Tools  map[string]bool `json:"tools,omitempty"`
+	Agent string        `json:"agent,omitempty"`
+	Model *MessageModel `json:"model,omitempty"`
+	// Variant is the thinking variant the prompt picked (the model's
+	// variants, GET /provider), "" for the model's defaults.
+	Variant string          `json:"variant,omitempty"`
+	System  string          `json:"system,omitempty"`
+	Tools   map[string]bool `json:"tools,omitempty"`
 	// NoReply stores the user message without running the model.
 	NoReply bool `json:"noReply,omitempty"`
 	// Shell is a command the user typed (`!cmd`): its turn runs it with

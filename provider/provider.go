@@ -165,6 +165,46 @@ type Request struct {
 	// OutputLimit is the model's limit.output in the catalog (0: unknown);
 	// thinking budgets are computed from it.
 	OutputLimit int
+	// Variant is the options of the thinking variant the prompt picked
+	// (catalog.Variants: the AI SDK's provider options, e.g.
+	// {"thinking":{"type":"enabled","budgetTokens":16000}} or
+	// {"reasoningEffort":"high",…}), nil for the model's defaults. OpenCode
+	// merges them over the model's default options.
+	Variant json.RawMessage
+}
+
+// VariantOptions are the variant options the providers here read.
+type VariantOptions struct {
+	// Anthropic.
+	Thinking *struct {
+		Type         string `json:"type"`
+		BudgetTokens *int   `json:"budgetTokens"`
+		Display      string `json:"display"`
+	} `json:"thinking"`
+	Effort string `json:"effort"`
+	// OpenAI (Responses and chat completions).
+	ReasoningEffort  string `json:"reasoningEffort"`
+	ReasoningSummary string `json:"reasoningSummary"`
+	TextVerbosity    string `json:"textVerbosity"`
+	// Gemini.
+	ThinkingConfig *struct {
+		IncludeThoughts *bool  `json:"includeThoughts"`
+		ThinkingBudget  *int   `json:"thinkingBudget"`
+		ThinkingLevel   string `json:"thinkingLevel"`
+	} `json:"thinkingConfig"`
+}
+
+// VariantOptions decodes r.Variant (nil when there is none or it does not
+// decode).
+func (r *Request) VariantOptions() *VariantOptions {
+	if len(r.Variant) == 0 {
+		return nil
+	}
+	var v VariantOptions
+	if json.Unmarshal(r.Variant, &v) != nil {
+		return nil
+	}
+	return &v
 }
 
 // Reasons reports the catalog's reasoning capability, else guess (the

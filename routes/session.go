@@ -495,7 +495,7 @@ func (s *Server) decodePrompt(r *http.Request, sessionID string) (*opencode.Inpu
 		return nil, err
 	}
 	return &opencode.Input{ID: id, Minted: minted, SessionID: sessionID, Delivery: b.Delivery, Parts: parts,
-		Agent: b.Agent, Model: b.Model, System: b.System, Tools: b.Tools, NoReply: b.NoReply}, nil
+		Agent: b.Agent, Model: b.Model, Variant: b.Variant, System: b.System, Tools: b.Tools, NoReply: b.NoReply}, nil
 }
 
 // flushWait bounds how long a blocking prompt waits for SSE writers to send

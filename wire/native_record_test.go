@@ -126,6 +126,17 @@ func nativeCases(api *nativeAPI) []promptCase {
 			NeedTitle: true,
 		},
 		{
+			// A read call with the "high" thinking variant picked (the
+			// prompt's variant, as the TUI's variant cycle sends it): the
+			// variant's options over the model's defaults on both calls.
+			Name:      "variant",
+			Setup:     simpleProject,
+			API:       api,
+			Script:    stubmodel.Directives,
+			Prompts:   []string{`{"variant":"high",` + body(`call:read {"filePath":"main.go"} then: done`)[1:]},
+			NeedTitle: true,
+		},
+		{
 			// Five prompts on one session: the cache marks move to the
 			// last two messages on every call.
 			Name:      "long",

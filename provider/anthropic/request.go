@@ -488,6 +488,33 @@ func titleVariant(id string, outputLimit int) (thinking, effort string, budget i
 	return thinking, effort, budget
 }
 
+// variantThinking is the thinking field of a variant's thinking option,
+// and the budget the AI SDK adds to max_tokens (an enabled one without a
+// budget gets the AI SDK's 1024).
+func variantThinking(id, typ string, budget *int, display string) (string, int) {
+	binding := ""
+	if strings.Contains(defaultThinking(id), "block_binding") && (typ == "adaptive" || typ == "enabled") {
+		binding = `,"block_binding":{"prefix_mismatch_behavior":"drop_block"}`
+	}
+	switch typ {
+	case "enabled":
+		n := 1024
+		if budget != nil {
+			n = *budget
+		}
+		return `{"type":"enabled","budget_tokens":` + strconv.Itoa(n) + binding + `}`, n
+	case "adaptive":
+		d := ""
+		if display != "" {
+			d = `,"display":` + string(jsonw.AppendString(nil, display))
+		}
+		return `{"type":"adaptive"` + d + binding + `}`, 0
+	case "disabled":
+		return `{"type":"disabled"}`, 0
+	}
+	return "", 0
+}
+
 // claudeFrom47 is OpenCode's check for a Claude model from 4.7 on (a
 // claude- ID without a version counts as new).
 func claudeFrom47(id string) bool {
@@ -576,6 +603,15 @@ func (p *Provider) buildBody(dst []byte, req *provider.Request) ([]byte, ordered
 		if req.Reasons(func(string) bool { return false }) {
 			thinking, effort, budget = titleVariant(req.ModelID, req.OutputLimit)
 		}
+	} else if v := req.VariantOptions(); v != nil {
+		// The chosen variant over the defaults (OpenCode's mergeDeep, then
+		// block binding from Claude 5.1 on).
+		if t := v.Thinking; t != nil {
+			thinking, budget = variantThinking(req.ModelID, t.Type, t.BudgetTokens, t.Display)
+		}
+		if v.Effort != "" {
+			effort = v.Effort
+		}
 	}
 	temp, topP := req.Temperature, req.TopP
 	if temp != nil {
@@ -589,7 +625,7 @@ func (p *Provider) buildBody(dst []byte, req *provider.Request) ([]byte, ordered
 	if maxTokens <= 0 {
 		maxTokens = caps.maxOutput
 	}
-	if thinking != "" {
+	if thinking != "" && !strings.Contains(thinking, `"disabled"`) {
 		temp, topP = nil, nil
 		// The AI SDK adds the thinking budget to max_tokens.
 		maxTokens += budget

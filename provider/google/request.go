@@ -312,6 +312,32 @@ func defaultThinking(id string) string {
 	return `{"includeThoughts":true,"thinkingLevel":"high"}`
 }
 
+// mergeThinking is the turn's thinkingConfig with the chosen variant's
+// merged over it (OpenCode's mergeDeep), written in the AI SDK's key
+// order (thinkingBudget, includeThoughts, thinkingLevel).
+func mergeThinking(base string, v *provider.VariantOptions) string {
+	var c struct {
+		ThinkingBudget  *int   `json:"thinkingBudget,omitempty"`
+		IncludeThoughts *bool  `json:"includeThoughts,omitempty"`
+		ThinkingLevel   string `json:"thinkingLevel,omitempty"`
+	}
+	if base != "" {
+		_ = json.Unmarshal([]byte(base), &c)
+	}
+	tc := v.ThinkingConfig
+	if tc.ThinkingBudget != nil {
+		c.ThinkingBudget = tc.ThinkingBudget
+	}
+	if tc.IncludeThoughts != nil {
+		c.IncludeThoughts = tc.IncludeThoughts
+	}
+	if tc.ThinkingLevel != "" {
+		c.ThinkingLevel = tc.ThinkingLevel
+	}
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
 // titleThinking is the thinkingConfig of a title request: OpenCode's
 // smallOptions, the model's first variant. Gemini 2.5's variants are
 // thinking budgets (models.dev's budget_tokens range through
@@ -481,6 +507,9 @@ func (p *Provider) buildBody(dst []byte, req *provider.Request) ([]byte, error) 
 		if req.Purpose == provider.PurposeTitle {
 			thinking = titleThinking(id)
 		}
+	}
+	if v := req.VariantOptions(); v != nil && v.ThinkingConfig != nil && req.Purpose != provider.PurposeTitle {
+		thinking = mergeThinking(thinking, v)
 	}
 	if thinking != "" {
 		field("thinkingConfig")

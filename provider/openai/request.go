@@ -89,6 +89,8 @@ func buildRequest(req provider.Request) chatRequest {
 	}
 	if req.Purpose == provider.PurposeTitle && req.Reasons(func(string) bool { return false }) {
 		out.ReasoningEffort = firstVariant(req.ModelID)
+	} else if v := req.VariantOptions(); v != nil && req.Purpose != provider.PurposeTitle {
+		out.ReasoningEffort = v.ReasoningEffort
 	}
 	var marked map[int]bool
 	if claude(req.ModelID) {

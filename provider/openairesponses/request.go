@@ -131,6 +131,18 @@ func modelSettings(id, providerID string, req *provider.Request) settings {
 			}
 		}
 	}
+	if v := req.VariantOptions(); v != nil && req.Purpose != provider.PurposeTitle {
+		// The chosen variant over the defaults (OpenCode's mergeDeep).
+		if v.ReasoningEffort != "" {
+			s.effort = v.ReasoningEffort
+		}
+		if v.ReasoningSummary != "" {
+			s.summary = v.ReasoningSummary
+		}
+		if v.TextVerbosity != "" {
+			s.verbosity = v.TextVerbosity
+		}
+	}
 	// capabilities.reasoning, or the AI SDK's own rule for a model the
 	// catalog does not know.
 	caps, nonReasoningParams := sdkReasoning(id)
