@@ -189,11 +189,18 @@ func Search(ctx context.Context, root, pattern string) ([]Match, error) {
 		return nil, err
 	}
 	out := []Match{}
+	// Read through os.Root: a symlink that leads out of the project is not
+	// followed, as every other file route and tool refuses it.
+	fsys, err := os.OpenRoot(root)
+	if err != nil {
+		return out, nil
+	}
+	defer fsys.Close()
 	for _, p := range Paths(ctx, root) {
 		if ctx.Err() != nil || len(out) >= maxMatches {
 			break
 		}
-		b, err := os.ReadFile(filepath.Join(root, p))
+		b, err := fsys.ReadFile(filepath.FromSlash(p))
 		if err != nil || len(b) > 1<<20 || bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
 			continue
 		}

@@ -132,3 +132,33 @@ func TestSearchListReadStatus(t *testing.T) {
 		t.Errorf("Status outside a repo = %+v", got)
 	}
 }
+
+// TestSearchNoSymlinkOut: a symlink in the project that points outside it
+// (a secret file) is not read by the text search; one that stays inside is.
+func TestSearchNoSymlinkOut(t *testing.T) {
+	dir := project(t)
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(outside, []byte("root:x:0:0 topsecret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("README.md", filepath.Join(dir, "inner.md")); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Search(context.Background(), dir, "topsecret|hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, m := range ms {
+		if m.Path.Text == "link.txt" {
+			t.Errorf("read through a symlink out of the project: %+v", m)
+		}
+		paths = append(paths, m.Path.Text)
+	}
+	if len(paths) == 0 {
+		t.Errorf("nothing found: %v", paths)
+	}
+}
