@@ -410,6 +410,11 @@ func badCases() []badCase {
 		badCase{name: "create/model incomplete", method: "POST", path: "/session", body: `{"model":{"id":"x"}}`, status: 400, field: "model"},
 		badCase{name: "create/v2 relative location", method: "POST", path: "/api/session", body: `{"location":{"directory":"rel/dir"}}`, status: 400, field: "location.directory"},
 		badCase{name: "create/title number", method: "POST", path: "/session", body: `{"title":5}`, status: 400, field: "title"},
+		badCase{name: "create/directory NUL", method: "POST", path: "/session?directory=%00", body: `{}`, status: 400, field: "directory"},
+		badCase{name: "create/directory not UTF-8", method: "POST", path: "/session?directory=%2Ftmp%2F%FF", body: `{}`, status: 400, field: "directory"},
+		badCase{name: "create/header directory NUL", method: "POST", path: "/session", body: `{}`, hdr: map[string]string{"x-opencode-directory": "/tmp/a%00b"}, status: 400, field: "directory"},
+		badCase{name: "create/v2 location NUL", method: "GET", path: "/api/session?location[directory]=%00", status: 400, field: "directory"},
+		badCase{name: "prompt/directory NUL", method: "POST", path: "/session/{ses}/message?directory=%00", body: textPrompt("x"), status: 400, field: "directory"},
 	)
 
 	// Methods and routes.

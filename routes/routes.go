@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -98,7 +99,7 @@ func New(cfg Config) http.Handler {
 	}
 	s := &Server{cfg: cfg, m: cfg.Manager, ids: cfg.IDs, log: cfg.Logger, streams: newStreamLimiter(cfg.MaxStreams)}
 	r := chi.NewRouter()
-	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, s.forward)
+	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, checkDirectory, s.forward)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		fam := v1
 		if isV2(r) {
@@ -316,6 +317,32 @@ func (s *Server) directory(r *http.Request) string {
 		d = filepath.Join(s.cfg.Directory, d)
 	}
 	return filepath.Clean(d)
+}
+
+// checkDirectory refuses a request whose directory (query, v2 location or
+// header) no file system path can be: a NUL byte, or bytes that are not
+// UTF-8 (which JSON would silently turn into U+FFFD, a different path).
+func checkDirectory(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		for _, d := range []string{q.Get("directory"), q.Get("location[directory]"), r.Header.Get("x-opencode-directory")} {
+			if d == "" {
+				continue
+			}
+			if u, err := url.PathUnescape(d); err == nil {
+				d = u
+			}
+			if strings.IndexByte(d, 0) >= 0 || !utf8.ValidString(d) {
+				fam := v1
+				if isV2(r) {
+					fam = v2
+				}
+				writeError(w, r, fam, nil, badRequest("Query", "directory", "Invalid directory: it must be a UTF-8 path without NUL bytes"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func homeDir() string {
