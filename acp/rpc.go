@@ -14,9 +14,11 @@ package acp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -172,24 +174,69 @@ func (c *conn) serve(ctx context.Context) error {
 		cancel()
 		c.wg.Wait()
 	}()
-	sc := bufio.NewScanner(c.r)
-	sc.Buffer(make([]byte, 64<<10), 64<<20) // a prompt with an embedded file may be large
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
+	br := bufio.NewReaderSize(c.r, 64<<10)
+	for {
+		line, tooLong, err := readLine(br, maxLine)
+		if tooLong {
+			// The line is dropped, the connection lives on.
+			_ = c.write(frame{ID: json.RawMessage("null"), Error: &rpcError{Code: codeInvalidRequest,
+				Message: fmt.Sprintf("message too large: a line may hold at most %d bytes", maxLine)}})
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			var f frame
+			if uerr := json.Unmarshal(line, &f); uerr != nil {
+				_ = c.write(frame{ID: json.RawMessage("null"), Error: &rpcError{Code: codeParse, Message: "parse error: " + uerr.Error()}})
+			} else if !validID(f.ID) {
+				_ = c.write(frame{ID: json.RawMessage("null"), Error: &rpcError{Code: codeInvalidRequest,
+					Message: "invalid request: an id is a string, a number or null"}})
+			} else {
+				c.dispatch(ctx, f)
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// maxLine bounds one JSON-RPC message (a prompt with an embedded file may
+// be large).
+const maxLine = 64 << 20
+
+// readLine reads one newline-terminated line of at most limit bytes
+// (without the newline). A longer one is read to its end and dropped:
+// tooLong is set and line is nil.
+func readLine(br *bufio.Reader, limit int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > limit+1 {
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if err == bufio.ErrBufferFull {
 			continue
 		}
-		var f frame
-		if err := json.Unmarshal(line, &f); err != nil {
-			_ = c.write(frame{ID: json.RawMessage("null"), Error: &rpcError{Code: codeParse, Message: "parse error: " + err.Error()}})
-			continue
-		}
-		c.dispatch(ctx, f)
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		return line, tooLong, err
 	}
-	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return err
+}
+
+// validID reports whether a request's id is what JSON-RPC 2.0 allows: a
+// string, a number or null (absent: a notification).
+func validID(id json.RawMessage) bool {
+	if id == nil {
+		return true
 	}
-	return nil
+	switch id[0] {
+	case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return true
+	}
+	return false
 }
 
 func (c *conn) dispatch(ctx context.Context, f frame) {

@@ -73,6 +73,12 @@ func TestCodec(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":7,"method":"echo","params":{"a":1}}`, `{"jsonrpc":"2.0","id":7,"result":{"a":1}}`},
 		{`{"jsonrpc":"2.0","id":"s-1","method":"echo","params":[1]}`, `{"jsonrpc":"2.0","id":"s-1","result":[1]}`},
 		{`{"jsonrpc":"2.0","id":8,"method":"nope"}`, `"code":-32601`},
+		// JSON-RPC ids are strings, numbers or null; others are refused,
+		// not echoed.
+		{`{"jsonrpc":"2.0","id":{"x":1},"method":"echo","params":{}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`},
+		{`{"jsonrpc":"2.0","id":[1],"method":"echo","params":{}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`},
+		{`{"jsonrpc":"2.0","id":true,"method":"echo","params":{}}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600`},
+		{`{"jsonrpc":"2.0","id":-2.5,"method":"echo","params":{}}`, `{"jsonrpc":"2.0","id":-2.5,"result":{}}`},
 	} {
 		write(tc.send)
 		if got := next(t, lines); !strings.Contains(got, tc.want) {
@@ -118,6 +124,27 @@ func TestCodec(t *testing.T) {
 		t.Errorf("after a cancelled call: %s, want $/cancel_request", got)
 	}
 	<-res
+}
+
+// TestLineLimit: a line over the limit gets an error reply and is
+// dropped; the connection goes on answering.
+func TestLineLimit(t *testing.T) {
+	h := func(ctx context.Context, method string, params json.RawMessage) (any, error) { return json.RawMessage(params), nil }
+	_, in, lines := pipeConn(t, h)
+	go func() {
+		big := make([]byte, maxLine+10)
+		for i := range big {
+			big[i] = 'x'
+		}
+		_, _ = in.Write(append(big, '\n'))
+		_, _ = in.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"echo","params":{"ok":1}}` + "\n"))
+	}()
+	if got := next(t, lines); !strings.Contains(got, `"code":-32600`) || !strings.Contains(got, "too large") {
+		t.Errorf("over the limit: %s", got)
+	}
+	if got := next(t, lines); got != `{"jsonrpc":"2.0","id":1,"result":{"ok":1}}` {
+		t.Errorf("after the long line: %s", got)
+	}
 }
 
 // FuzzConn: any input line leaves the connection alive and answers every
