@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"sync"
 	"testing"
 	"time"
@@ -352,5 +353,46 @@ func TestReasoningBlocks(t *testing.T) {
 		a.Parts[1].Text != "second thought" || string(a.Parts[1].Metadata) != `{"anthropic":{"signature":"sig-second"}}` ||
 		a.Parts[2].Type != provider.PartText {
 		t.Fatalf("the answer went back as %+v", a.Parts)
+	}
+}
+
+// TestCompactionCutOffRedone: a compaction a restart cuts off (the server
+// stops while the summary streams) is redone after the restart from the
+// conversation before it, not from the bare "What did we do so far?".
+func TestCompactionCutOffRedone(t *testing.T) {
+	var summaries atomic.Int64
+	stub := stubmodel.NewServer(t, func(req stubmodel.Request) stubmodel.Response {
+		if len(req.Tools) == 0 && strings.Contains(req.LastUserText(), "<conversation>") {
+			resp := stubmodel.Response{Text: "Summary: the user told a fact about alpha."}
+			if summaries.Add(1) == 1 {
+				resp.Chunks, resp.Delay = 4, 2*time.Second // cut off by the stop
+			}
+			return resp
+		}
+		return stubmodel.Echo(req)
+	})
+	data := t.TempDir()
+	opts := testserver.Options{SQLite: true, DataDir: data, Config: stubConfig(stub.URL(), "")}
+	srv := testserver.Start(t, opts)
+	sid := newSession(t, srv.URL)
+	if code, b := post(t, srv.URL+"/session/"+sid+"/message", `{"parts":[{"type":"text","text":"remember the alpha fact"}]}`); code != 200 {
+		t.Fatalf("prompt: %d %s", code, b)
+	}
+	go func() {
+		_, _ = post(t, srv.URL+"/session/"+sid+"/summarize", `{"providerID":"stub","modelID":"`+stubmodel.ModelID+`"}`)
+	}()
+	checkFor(t, 10*time.Second, "the summary to stream", func() bool { return summaries.Load() == 1 })
+	srv.Stop()
+	srv = testserver.Start(t, opts)
+	checkFor(t, 20*time.Second, "the compaction redone", func() bool { return summaries.Load() >= 2 })
+	var redone string
+	for _, raw := range stub.Requests() {
+		var req stubmodel.Request
+		if json.Unmarshal(raw, &req) == nil && strings.Contains(req.LastUserText(), "<conversation>") {
+			redone = req.LastUserText()
+		}
+	}
+	if !strings.Contains(redone, "remember the alpha fact") {
+		t.Errorf("the redone summary request lacks the conversation:\n%s", redone)
 	}
 }

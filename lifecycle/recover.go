@@ -199,11 +199,13 @@ func (r *runner) remember(mp opencode.MessageWithParts) {
 	}
 	if isCompaction(mp) {
 		// The model's view starts over from the summary that follows.
+		r.compactID, r.compactTranscript = mp.Info.ID, transcript(r.history)
 		r.history = []provider.Message{{Role: "user", Content: compactionQuestion, Memo: &provider.Memo{}}}
 		r.toolOutputs, r.media, r.foreign = nil, false, false
 		return
 	}
 	if mp.Info.Role == opencode.User {
+		r.compactID, r.compactTranscript = "", ""
 		r.userTurns++
 		if m, ok := userModelMessage(mp.Parts); ok {
 			if mediaParts(m.Parts) > 0 {

@@ -65,8 +65,13 @@ type runner struct {
 	// foreign: the history may hold assistant messages with reasoning or
 	// provider metadata, which another model gets converted (forModel).
 	foreign bool
-	turn    *turn
-	steps   int64
+	// compactID and compactTranscript are the latest compaction request
+	// replayed from the store and the conversation before it, until a
+	// later user message: a compaction a restart cut off is redone from
+	// it, not from the (reset) model view.
+	compactID, compactTranscript string
+	turn                         *turn
+	steps                        int64
 
 	waiters map[string][]chan waitResult
 	idle    []chan struct{}

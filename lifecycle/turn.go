@@ -60,6 +60,11 @@ func (r *runner) maybeStart() {
 		// becomes its last assistant message.
 		u := resume.user
 		r.turn.parentID = u.ID
+		if u.ID == r.compactID {
+			// A compaction cut off: summarize the conversation before it
+			// again.
+			r.turn.compact, r.turn.transcript = true, r.compactTranscript
+		}
 		if u.Agent != "" {
 			r.turn.agent = u.Agent
 		}
