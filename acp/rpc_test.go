@@ -129,7 +129,9 @@ func TestCodec(t *testing.T) {
 // TestLineLimit: a line over the limit gets an error reply and is
 // dropped; the connection goes on answering.
 func TestLineLimit(t *testing.T) {
-	h := func(ctx context.Context, method string, params json.RawMessage) (any, error) { return json.RawMessage(params), nil }
+	h := func(ctx context.Context, method string, params json.RawMessage) (any, error) {
+		return json.RawMessage(params), nil
+	}
 	_, in, lines := pipeConn(t, h)
 	go func() {
 		big := make([]byte, maxLine+10)

@@ -208,6 +208,11 @@ func (m *Manager) sweepLoop() {
 // the commit that ends it).
 func (m *Manager) SessionStatus(ctx context.Context) (map[string]string, error) {
 	out := m.Status()
+	m.mu.Lock()
+	for id := range m.failed {
+		out[id] = "retry"
+	}
+	m.mu.Unlock()
 	if m.cl == nil {
 		return out, nil
 	}

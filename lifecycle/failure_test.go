@@ -72,8 +72,13 @@ func TestFailedCommitStopsCleanly(t *testing.T) {
 			if st.Failed() != 1 {
 				t.Fatalf("%d commits failed, want 1", st.Failed())
 			}
+			// The session is retried in the background at once (its
+			// cut-off turn may run again): it settles, not stuck busy.
+			if err := m.WaitIdle(ctx, s.ID); err != nil {
+				t.Fatalf("the session did not settle after the failure: %v", err)
+			}
 			if _, busy := m.Status()[s.ID]; busy {
-				t.Error("the session is still busy after its runner stopped")
+				t.Error("the session is still busy after it settled")
 			}
 			// The next prompt is answered; the stored conversation has no
 			// assistant message left open.
@@ -293,5 +298,73 @@ func TestEveryCommitKindFailsCleanly(t *testing.T) {
 				t.Errorf("published but not stored: %s", u)
 			}
 		})
+	}
+}
+
+// TestStoreOutageRecoversAlone: while every commit fails (a full disk, a
+// database that is down), a session that failed is not rebuilt again and
+// again (a bounded number of attempts, requests answered 503 at once, the
+// status says "retry"); once the store is back, the queued input admitted
+// before the outage is delivered and answered with no client request.
+func TestStoreOutageRecoversAlone(t *testing.T) {
+	st := &storetest.Failing{Store: memory.New()}
+	m := lifecycle.New(lifecycle.Config{Store: st, Bus: eventbus.New(), Provider: scripted.New(scripted.Config{Chunks: 20, Delay: 20 * time.Millisecond}),
+		ProviderID: scripted.ProviderID, ModelID: scripted.ModelID})
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit := func(text string, d opencode.Delivery) (*opencode.Input, error) {
+		in := &opencode.Input{ID: identifier.NewMessage(), SessionID: s.ID, Delivery: d,
+			Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: text}}}
+		_, _, err := m.Admit(ctx, in)
+		return in, err
+	}
+	if _, err := admit("first", opencode.Steer); err != nil {
+		t.Fatal(err)
+	}
+	queued, err := admit("queued before the outage", opencode.Queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetDown(true)
+	// The running turn's next commit fails; the session stops.
+	deadline := time.Now().Add(5 * time.Second)
+	for st.Failed() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // an outage of a second: count the attempts in it
+	if n := st.Failed(); n > 8 {
+		t.Errorf("%d commits tried in a second of outage: the session is rebuilt in a loop", n)
+	}
+	_, err = admit("during the outage", opencode.Queue)
+	var oe *opencode.Error
+	if !errors.As(err, &oe) || oe.Code != opencode.EUnavailable {
+		t.Errorf("an admission during the outage: %v, want EUnavailable", err)
+	}
+	status, _ := m.SessionStatus(ctx)
+	if status[s.ID] != "retry" {
+		t.Errorf("status during the outage %q, want retry", status[s.ID])
+	}
+	st.SetDown(false)
+	// No request: the background retry resumes the session and drains
+	// its queue (the store is only read here).
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		msgs, err := m.Messages(ctx, s.ID)
+		answered := false
+		for _, mp := range msgs {
+			answered = answered || err == nil && mp.Info.Role == opencode.Assistant && mp.Info.ParentID == queued.ID && mp.Info.Time.Completed != nil
+		}
+		if answered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the input queued before the outage was not answered after it: %d messages", len(msgs))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

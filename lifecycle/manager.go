@@ -101,6 +101,9 @@ type Manager struct {
 	mu      sync.Mutex
 	runners map[string]*runner
 	busy    map[string]bool
+	// failed are the sessions stopped after a failed write, retried in
+	// the background (see storeFailure).
+	failed map[string]*storeFailure
 	// remotePerms and remoteQuestions are the pending asks of sessions
 	// other instances run (cluster mode).
 	remotePerms     map[string]PermissionRequest
@@ -146,7 +149,7 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		runners: map[string]*runner{}, busy: map[string]bool{}, cl: cfg.Cluster,
+		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{}, cl: cfg.Cluster,
 		remotePerms: map[string]PermissionRequest{}, remoteQuestions: map[string]QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 	if m.cl != nil {
@@ -381,6 +384,9 @@ func (m *Manager) setBusy(id string, busy bool) {
 // admission a client stopped waiting for is never half done.
 func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) error {
 	for {
+		if err := m.failedErr(sessionID); err != nil {
+			return err // the background retry brings it back
+		}
 		r, err := m.runner(ctx, sessionID)
 		if err != nil {
 			return err

@@ -177,6 +177,7 @@ func (r *runner) loop() {
 		r.fail()
 		return
 	}
+	r.m.recovered(r.id)
 	idle := time.NewTimer(r.m.cfg.IdleTimeout)
 	defer idle.Stop()
 	for {
@@ -308,10 +309,9 @@ func (r *runner) stop(why error) {
 // store still shows open.
 func (r *runner) fail() {
 	err := r.failure
-	if errors.Is(err, store.ErrFenced) {
+	fenced := errors.Is(err, store.ErrFenced)
+	if fenced {
 		r.m.log.Warn("session taken over by another instance: runner stopped", "session", r.id)
-	} else {
-		r.m.log.Error("commit failed: session runner stopped", "session", r.id, "err", err)
 	}
 	if r.turn != nil {
 		r.turn.cancel()
@@ -324,6 +324,9 @@ func (r *runner) fail() {
 	r.pend = nil
 	r.stop(&opencode.Error{Code: opencode.EUnavailable, SessionID: r.id,
 		Message: "Session " + r.id + " stopped after a failed write to the store; retry the request", Cause: err})
+	if !fenced {
+		r.m.storeFailed(r.id, r.epoch, err)
+	}
 }
 
 // post hands a stream message to the runner unless it is gone.

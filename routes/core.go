@@ -26,6 +26,9 @@ type Core interface {
 	// SessionStatus is the status of every session with a running turn
 	// (in a cluster, on any instance).
 	SessionStatus(ctx context.Context) (map[string]string, error)
+	// StoreRetry tells a session stopped after failed writes ("retry" in
+	// SessionStatus): the attempt, why, and when it is tried next.
+	StoreRetry(id string) (attempt int, message string, next int64, ok bool)
 
 	// Input: admission, the inbox, turns.
 	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)

@@ -309,6 +309,10 @@ func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
 	out := map[string]any{}
 	for id, st := range status {
 		out[id] = map[string]any{"type": st}
+		if attempt, msg, next, ok := s.m.StoreRetry(id); st == "retry" && ok {
+			// OpenCode's retry status: the shape a client shows.
+			out[id] = map[string]any{"type": "retry", "attempt": attempt, "message": msg, "next": next}
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -18,6 +18,15 @@ type Failing struct {
 	mu    sync.Mutex
 	match func(sessionID string, b *store.Batch) bool
 	hits  int
+	down  bool
+}
+
+// SetDown makes every commit fail (an outage: a full disk, a database
+// that is down) until SetDown(false).
+func (f *Failing) SetDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
 }
 
 // FailNext arms the store: the next commit for which match returns true
@@ -38,6 +47,11 @@ func (f *Failing) Failed() int {
 // Commit implements store.Store.
 func (f *Failing) Commit(ctx context.Context, sessionID string, b *store.Batch) error {
 	f.mu.Lock()
+	if f.down {
+		f.hits++
+		f.mu.Unlock()
+		return ErrInjected
+	}
 	if f.match != nil && f.match(sessionID, b) {
 		f.match = nil
 		f.hits++

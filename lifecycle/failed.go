@@ -1,0 +1,150 @@
+package lifecycle
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// storeFailure is a session stopped after a failed write to the store.
+// No request rebuilds it while the pause lasts (a full disk or a database
+// that is down would fail every rebuild, and a request loop would spin);
+// the manager retries it in the background, pausing longer after each
+// failure, so work admitted before the failure continues once the store
+// is back, with no client request. GET /session/status says "retry"
+// meanwhile.
+type storeFailure struct {
+	attempt int
+	next    time.Time
+	err     error
+}
+
+// Pauses between background retries: doubled from failRetryFirst up to
+// failRetryMax.
+var (
+	failRetryFirst = 250 * time.Millisecond
+	failRetryMax   = 30 * time.Second
+)
+
+// storeFailed records a failed write of session id and schedules its
+// retry. The first failure is logged; later ones of the same outage only
+// at debug level (one line per change of state, not per attempt). In a
+// cluster the session's lease is let go, so another instance's sweep may
+// take the work over if this one's store connection stays broken.
+func (m *Manager) storeFailed(id string, epoch int64, err error) {
+	m.mu.Lock()
+	f := m.failed[id]
+	first := f == nil
+	if first {
+		f = &storeFailure{}
+		m.failed[id] = f
+	}
+	f.attempt++
+	f.err = err
+	// The first rebuild is at once (a one-off failure costs nothing);
+	// each further failure of the same outage pauses longer.
+	wait := time.Duration(0)
+	if f.attempt > 1 {
+		wait = min(failRetryFirst<<min(f.attempt-2, 16), failRetryMax)
+	}
+	f.next = time.Now().Add(wait)
+	closed := m.closed
+	m.mu.Unlock()
+	if first {
+		m.log.Error("commit failed: session stopped, retrying in the background", "session", id, "err", err)
+	} else {
+		m.log.Debug("session still failing", "session", id, "attempt", f.attempt, "err", err)
+	}
+	if closed {
+		return
+	}
+	if cl := m.cl; cl != nil {
+		ctx, cancel := context.WithTimeout(m.ctx, time.Second)
+		cl.Release(ctx, id, epoch)
+		cancel()
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.retryFailed(id)
+	}()
+}
+
+// retryFailed starts the session's runner again; its recovery continues
+// what was cut off and drains the queue. A failure schedules the next try
+// (runner.fail); success clears the record.
+func (m *Manager) retryFailed(id string) {
+	m.mu.Lock()
+	f := m.failed[id]
+	m.mu.Unlock()
+	if f == nil {
+		return
+	}
+	r, err := m.runner(m.ctx, id)
+	if err != nil {
+		// The session cannot even be read: try again later.
+		m.storeFailed(id, 0, err)
+		return
+	}
+	c := command{f: func() {}, done: make(chan struct{})}
+	select {
+	case r.cmds <- c:
+	case <-r.done:
+	case <-m.ctx.Done():
+		return
+	}
+	select {
+	case <-c.done:
+		// Started (runner.loop cleared the record).
+	case <-r.done:
+		// Its start failed again: fail() has scheduled the next try.
+	case <-m.ctx.Done():
+	}
+}
+
+// recovered clears the failure record of a session whose runner started:
+// its store works again.
+func (m *Manager) recovered(id string) {
+	m.mu.Lock()
+	f := m.failed[id]
+	delete(m.failed, id)
+	m.mu.Unlock()
+	if f != nil {
+		m.log.Info("session recovered after failed writes", "session", id, "attempts", f.attempt)
+	}
+}
+
+// StoreRetry tells a session waiting for its background retry: the
+// attempt, the message a client shows and the retry's time (epoch ms).
+func (m *Manager) StoreRetry(id string) (attempt int, message string, next int64, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.failed[id]
+	if f == nil {
+		return 0, "", 0, false
+	}
+	return f.attempt, "The store cannot be written; retrying", f.next.UnixMilli(), true
+}
+
+// failedErr is the error a request for a session that is waiting for its
+// background retry gets (nil: none is).
+func (m *Manager) failedErr(id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.failed[id]
+	if f == nil || !time.Now().Before(f.next) {
+		return nil // none, or its pause is over: this request may try
+	}
+	secs := int(time.Until(f.next).Seconds()) + 1
+	return &opencode.Error{Code: opencode.EUnavailable, SessionID: id, Cause: f.err,
+		Message: "Session " + id + " is stopped after failed writes to the store; it is retried in the background (next in " + strconv.Itoa(secs) + " s)"}
+}
