@@ -106,7 +106,10 @@ func (t *outbox) flush() (int64, error) {
 	}
 	if !t.batch.Empty() {
 		t.batch.NoSync = t.streaming()
-		if err := r.m.store.Commit(context.Background(), r.id, &t.batch); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), r.m.cfg.StoreTimeout)
+		err := r.m.store.Commit(ctx, r.id, &t.batch)
+		cancel()
+		if err != nil {
 			r.failure = err
 			return 0, err
 		}

@@ -368,3 +368,32 @@ func TestStoreOutageRecoversAlone(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSilentStoreBounded: a store that stops answering (a partition) does
+// not hold a session's requests as long as it lasts: the commit gives up
+// at StoreTimeout and the prompt gets a 503 soon after.
+func TestSilentStoreBounded(t *testing.T) {
+	st := &storetest.Failing{Store: memory.New()}
+	m := lifecycle.New(lifecycle.Config{Store: st, Bus: eventbus.New(), Provider: scripted.New(scripted.Config{}),
+		ProviderID: scripted.ProviderID, ModelID: scripted.ModelID, StoreTimeout: 300 * time.Millisecond})
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetSilent(true)
+	start := time.Now()
+	in := &opencode.Input{ID: identifier.NewMessage(), SessionID: s.ID, Delivery: opencode.Steer,
+		Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: "hello"}}}
+	_, _, err = m.Admit(ctx, in)
+	var oe *opencode.Error
+	if !errors.As(err, &oe) || oe.Code != opencode.EUnavailable {
+		t.Errorf("admission against a silent store: %v, want EUnavailable", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the admission took %v against a store timeout of 300ms", d)
+	}
+	st.SetSilent(false)
+}

@@ -63,6 +63,11 @@ type Config struct {
 	// (5 minutes when zero); the next command for its session starts a new
 	// one from the store.
 	IdleTimeout time.Duration
+	// StoreTimeout bounds each commit of a session's runner (10 s when
+	// zero; in a cluster less than the lease, which is not trusted longer):
+	// a database that stops answering fails the commit instead of holding
+	// the session.
+	StoreTimeout time.Duration
 	// Clock is the time source (time.Now when nil).
 	Clock func() time.Time
 	// Home and ConfigDir (~/.config/opencode) are where global
@@ -143,6 +148,9 @@ func New(cfg Config) *Manager {
 	}
 	if cfg.IDs == nil {
 		cfg.IDs = identifier.Default()
+	}
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = 10 * time.Second
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 5 * time.Minute
@@ -451,6 +459,9 @@ func mapStoreErr(err error, sessionID string) error {
 	case errors.Is(err, store.ErrConflict):
 		return &opencode.Error{Code: opencode.EConflict, SessionID: sessionID, Resource: "session",
 			Message: "Session " + sessionID + " changed under this request: " + err.Error(), Cause: err}
+	case store.Unavailable(err):
+		return &opencode.Error{Code: opencode.EUnavailable, SessionID: sessionID, Cause: err,
+			Message: "The store cannot be reached or written now; retry the request"}
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/store"
 )
 
 // family is the error vocabulary of a route: v1 routes answer
@@ -58,12 +59,20 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 	var oe *opencode.Error
 	if !errors.As(err, &oe) {
 		oe = &opencode.Error{Code: opencode.EInternal, Cause: err}
+		if store.Unavailable(err) {
+			// A store that cannot be reached is not our bug: 503, retry.
+			oe = &opencode.Error{Code: opencode.EUnavailable, Cause: err,
+				Message: "The store cannot be reached or written now; retry the request"}
+		}
 	}
 	k, ok := errorTable[oe.Code]
 	if !ok {
 		k = errorTable[opencode.EInternal]
 	}
 	msg := oe.Message
+	if k.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
 	if k.status >= 500 {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		if oe.Code == opencode.EInternal || msg == "" {

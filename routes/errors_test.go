@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -47,6 +50,10 @@ func TestErrorShapes(t *testing.T) {
 		{&opencode.Error{Code: opencode.ETooMany, Message: "many"}, 429, "TooManyRequestsError", "TooManyRequestsError", nil, false},
 		{&opencode.Error{Code: opencode.EForbidden, Message: "no"}, 403, "ForbiddenError", "ForbiddenError", nil, false},
 		{cause, 500, "UnknownError", "UnknownError", nil, true},
+		// A store that cannot be reached (a refused connection, a full
+		// disk) is a 503, not our bug.
+		{fmt.Errorf("get session: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), 503, "ServiceUnavailableError", "ServiceUnavailableError", nil, false},
+		{fmt.Errorf("commit: %w", syscall.ENOSPC), 503, "ServiceUnavailableError", "ServiceUnavailableError", nil, false},
 	} {
 		h := routes.New(routes.Config{Manager: failingCore{err: c.err}, Directory: t.TempDir()})
 		for _, path := range []string{"/session/ses_x", "/api/session/ses_x"} {
@@ -55,6 +62,9 @@ func TestErrorShapes(t *testing.T) {
 			b, _ := io.ReadAll(rec.Body)
 			if rec.Code != c.status {
 				t.Errorf("%v on %s: status %d, want %d", c.err, path, rec.Code, c.status)
+			}
+			if ra := rec.Header().Get("Retry-After"); (c.status == 503) != (ra != "") {
+				t.Errorf("%v on %s: Retry-After %q", c.err, path, ra)
 			}
 			var body map[string]any
 			if err := json.Unmarshal(b, &body); err != nil {

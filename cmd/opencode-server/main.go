@@ -187,7 +187,7 @@ func start(ctx context.Context, o options, stderr *os.File, ln net.Listener) (*a
 		Scripted: scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay},
 		Username: os.Getenv("OPENCODE_SERVER_USERNAME"), Password: os.Getenv("OPENCODE_SERVER_PASSWORD"),
 		Heartbeat: o.heartbeat, CORS: o.cors, Logger: log, DataDir: o.data,
-		Cluster: cluster, ForwardWindow: o.leaseTTL + 2*time.Second})
+		Cluster: cluster, ForwardWindow: o.leaseTTL + 2*time.Second, StoreTimeout: storeTimeout(cluster != nil, o.leaseTTL)})
 	if err != nil {
 		st.Close()
 		return nil, nil, nil, fmt.Errorf("start: %w", err)
@@ -260,4 +260,14 @@ func checkExposure(host, password string, insecure bool) error {
 	}
 	return fmt.Errorf("refusing to listen on %q without a password: set OPENCODE_SERVER_PASSWORD, "+
 		"or pass --insecure if something else protects this address", host)
+}
+
+// storeTimeout bounds a session commit: in a cluster three quarters of
+// the lease (past it another instance may own the session), else the
+// manager's default.
+func storeTimeout(clustered bool, lease time.Duration) time.Duration {
+	if !clustered {
+		return 0
+	}
+	return lease * 3 / 4
 }

@@ -42,7 +42,9 @@ type Options struct {
 	Heartbeat time.Duration
 	// IdleTimeout is how long an idle session's runner stays in memory.
 	IdleTimeout time.Duration
-	CORS        []string
+	// StoreTimeout bounds each session commit (lifecycle.Config).
+	StoreTimeout time.Duration
+	CORS         []string
 	// DataDir holds the snapshot repositories (step snapshots, revert);
 	// empty: a temporary directory.
 	DataDir string
@@ -133,7 +135,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	defClient, _ := mods.resolve(defProvider, defModel)
 	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: defClient,
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
-		IdleTimeout: o.IdleTimeout, Snapshots: snapshot.New(o.DataDir), Cluster: o.Cluster,
+		IdleTimeout: o.IdleTimeout, StoreTimeout: o.StoreTimeout, Snapshots: snapshot.New(o.DataDir), Cluster: o.Cluster,
 		Home: home, ConfigDir: config.GlobalDir(), Instructions: o.Config.Instructions,
 		Agents: agents, MoreTools: moreTools,
 		ReadResource: func(ctx context.Context, client, uri string) ([]lifecycle.ResourceContent, error) {

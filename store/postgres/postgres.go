@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -43,6 +44,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// libpq's connect_timeout unset: a database that accepts TCP and
+		// never answers would hold start-up (and every reconnect) forever.
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)

@@ -15,10 +15,19 @@ var ErrInjected = errors.New("storetest: injected commit failure")
 // server does when a write does not make it to disk.
 type Failing struct {
 	store.Store
-	mu    sync.Mutex
-	match func(sessionID string, b *store.Batch) bool
-	hits  int
-	down  bool
+	mu     sync.Mutex
+	match  func(sessionID string, b *store.Batch) bool
+	hits   int
+	down   bool
+	silent bool
+}
+
+// SetSilent makes every commit wait for its context to end, as a
+// database behind a partition that never answers (then it fails).
+func (f *Failing) SetSilent(silent bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.silent = silent
 }
 
 // SetDown makes every commit fail (an outage: a full disk, a database
@@ -47,6 +56,12 @@ func (f *Failing) Failed() int {
 // Commit implements store.Store.
 func (f *Failing) Commit(ctx context.Context, sessionID string, b *store.Batch) error {
 	f.mu.Lock()
+	if f.silent {
+		f.hits++
+		f.mu.Unlock()
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if f.down {
 		f.hits++
 		f.mu.Unlock()
