@@ -126,8 +126,11 @@ func (u update) text() string {
 }
 
 type client struct {
-	t      *testing.T
-	w      io.WriteCloser
+	t *testing.T
+	w io.WriteCloser
+	// wmu serialises writes; mu is never held while writing (the agent
+	// may be blocked writing to us, and the reader needs mu).
+	wmu    sync.Mutex
 	mu     sync.Mutex
 	next   int
 	waits  map[string]chan msg
@@ -242,8 +245,8 @@ func (c *client) read(r io.Reader) {
 
 func (c *client) send(v any) {
 	b, _ := json.Marshal(v)
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	_, _ = c.w.Write(append(b, '\n'))
 }
 
@@ -583,6 +586,41 @@ func TestCancel(t *testing.T) {
 	}
 	if _, ok := userChunks(c.updates())[sr.Meta.MessageID]; ok {
 		t.Errorf("the revoked steer was echoed as delivered")
+	}
+}
+
+// TestCancelThenSteer: a steer sent right after session/cancel never joins
+// the cancelled prompt's reply: the prompt answers cancelled, every time
+// (swept 50 times), and the steer joins the turn of the prompt queued
+// behind it, which the cancel let start.
+func TestCancelThenSteer(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 20, Delay: 10 * time.Millisecond}})
+	c := start(t, srv)
+	c.handshake()
+	for i := range 50 {
+		sid := c.newSession(srv.Directory)
+		_, ch := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt("long")})
+		c.waitFor("the first agent chunk", func() bool {
+			in, _ := srv.Manager.Inbox(context.Background(), sid)
+			msgs, _ := srv.Manager.Messages(context.Background(), sid)
+			return len(in) == 0 && len(msgs) >= 2
+		})
+		// A queued prompt: the cancel ends the first turn and its turn
+		// starts, so the steer finds a turn running.
+		_, ch2 := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt("queued")})
+		c.waitFor("the queued prompt's admission", func() bool {
+			in, _ := srv.Manager.Inbox(context.Background(), sid)
+			return len(in) == 1
+		})
+		c.notify("session/cancel", map[string]any{"sessionId": sid})
+		_, sch := c.request("_session/steering", steerParams(sid, "right after", false))
+		if r := decodeReply(t, c.wait(ch, "prompt")); r.StopReason != "cancelled" {
+			t.Fatalf("try %d: the cancelled prompt replied %+v", i, r)
+		}
+		c.wait(sch, "steer")
+		if r := decodeReply(t, c.wait(ch2, "queued prompt")); r.StopReason != "end_turn" {
+			t.Fatalf("try %d: the queued prompt replied %+v", i, r)
+		}
 	}
 }
 

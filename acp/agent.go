@@ -131,6 +131,9 @@ type attached struct {
 type promptRun struct {
 	id     string
 	steers []string
+	// cancelled: session/cancel stopped its turn; a steer that comes
+	// after belongs to the next turn, never to this one's reply.
+	cancelled bool
 }
 
 func invalid(msg string) error { return &rpcError{Code: codeInvalidParams, Message: msg} }
@@ -213,6 +216,18 @@ func (a *Agent) handle(ctx context.Context, method string, params json.RawMessag
 		var p sessionRef
 		if err := decode(params, &p); err != nil {
 			return nil, err
+		}
+		a.mu.Lock()
+		at := a.sessions[p.SessionID]
+		a.mu.Unlock()
+		if at != nil {
+			// Marked before the abort reaches the core: a steer read after
+			// this line cannot join the cancelled prompt's reply.
+			at.mu.Lock()
+			if len(at.runs) > 0 {
+				at.runs[0].cancelled = true
+			}
+			at.mu.Unlock()
 		}
 		return nil, coreError(a.core.Abort(context.WithoutCancel(ctx), p.SessionID))
 	case steeringMethod:
@@ -710,7 +725,7 @@ func (a *Agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		// runs in the turn the core started for it).
 		for i := 0; ; i++ {
 			at.mu.Lock()
-			if i >= len(run.steers) {
+			if run.cancelled || i >= len(run.steers) {
 				at.mu.Unlock()
 				break
 			}
@@ -724,7 +739,14 @@ func (a *Agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		fctx, cancel := context.WithTimeout(a.life, 5*time.Second)
 		a.core.Flushed(fctx, res, p.SessionID)
 		cancel()
-		return map[string]any{"stopReason": stopReason(res.Message), "_meta": map[string]any{"messageId": id}}, nil
+		reason := stopReason(res.Message)
+		at.mu.Lock()
+		if run.cancelled {
+			// ACP: a prompt session/cancel was sent for answers cancelled.
+			reason = "cancelled"
+		}
+		at.mu.Unlock()
+		return map[string]any{"stopReason": reason, "_meta": map[string]any{"messageId": id}}, nil
 	}), nil
 }
 
@@ -782,8 +804,13 @@ func (a *Agent) steer(ctx context.Context, params json.RawMessage) (any, error) 
 	meta := map[string]any{"messageId": id}
 	if running {
 		at.mu.Lock()
-		if len(at.runs) > 0 {
-			at.runs[0].steers = append(at.runs[0].steers, id)
+		// The running turn is the first prompt not cancelled (a cancelled
+		// one's turn has ended; the turn running now is the next's).
+		for _, run := range at.runs {
+			if !run.cancelled {
+				run.steers = append(run.steers, id)
+				break
+			}
 		}
 		at.mu.Unlock()
 		return map[string]any{"outcome": "injected", "_meta": meta}, nil
