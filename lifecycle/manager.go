@@ -14,6 +14,7 @@ import (
 	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/identifier"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -186,6 +187,13 @@ func (m *Manager) Resume(ctx context.Context) error {
 	ids, err := m.store.OpenSessions(ctx)
 	if err != nil {
 		return err
+	}
+	// And those a crash left inside a revert or unrevert (their runner
+	// finishes it).
+	for _, id := range m.cfg.Snapshots.Intents() {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
 	}
 	for _, id := range ids {
 		if err := m.resume(ctx, id); err != nil {

@@ -68,6 +68,9 @@ func (m *Manager) load(ctx context.Context, id string) (*state, error) {
 func (r *runner) start() {
 	msgs := r.boot
 	r.boot = nil
+	if data, ok := r.m.cfg.Snapshots.Intent(r.id); ok {
+		r.finishRestore(data)
+	}
 	if r.lazy {
 		r.maybeStart()
 		r.flushPending()

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -133,16 +134,79 @@ func (r *runner) revert(messageID, partID string) (opencode.Session, error) {
 				return r.sess, err
 			}
 		}
+		rev.Snapshot = now
+		rev.Diff, _ = repo.Diff(ctx, now, target)
+		// The intent first: a crash while the files change is rolled
+		// forward on restart (finishRestore).
+		if err := r.writeIntent(restoreIntent{Kind: "revert", Target: target, Revert: rev}); err != nil {
+			return r.sess, err
+		}
 		if err := repo.Restore(ctx, target); err != nil {
 			return r.sess, err
 		}
-		rev.Snapshot = now
-		rev.Diff, _ = repo.Diff(ctx, now, target)
 	}
 	s := r.sess
 	s.Revert = rev
 	s.Time.Updated = r.m.now()
-	return r.saveSession(r.outbox(), s)
+	return r.saveIntended(s)
+}
+
+// restoreIntent is a revert or unrevert whose file restore is under way:
+// the snapshot the files go to and the session's revert once they are
+// there (nil: unreverted).
+type restoreIntent struct {
+	Kind   string                  `json:"kind"`
+	Target string                  `json:"target"`
+	Revert *opencode.SessionRevert `json:"revert,omitempty"`
+}
+
+func (r *runner) writeIntent(in restoreIntent) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	if err := r.m.cfg.Snapshots.WriteIntent(r.id, b); err != nil {
+		return fmt.Errorf("revert: write the restore intent: %w", err)
+	}
+	return nil
+}
+
+// saveIntended stores the session as the restore left it (saveSession
+// commits at once); the intent is removed once that is stored.
+func (r *runner) saveIntended(s opencode.Session) (opencode.Session, error) {
+	out, err := r.saveSession(r.outbox(), s)
+	if err == nil {
+		r.m.cfg.Snapshots.ClearIntent(r.id)
+	}
+	return out, err
+}
+
+// finishRestore rolls forward a revert or unrevert a crash cut off
+// between its intent and the stored session: the files go to the
+// intended snapshot (again: a restore is idempotent) and the session gets
+// the intended revert.
+func (r *runner) finishRestore(data []byte) {
+	var in restoreIntent
+	if err := json.Unmarshal(data, &in); err != nil {
+		r.m.log.Error("restore intent unreadable: dropped", "session", r.id, "err", err)
+		r.m.cfg.Snapshots.ClearIntent(r.id)
+		return
+	}
+	if repo := r.repo(); repo != nil && in.Target != "" {
+		ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+		err := repo.Restore(ctx, in.Target)
+		cancel()
+		if err != nil {
+			// Left for the next start to finish.
+			r.m.log.Error("finish an interrupted "+in.Kind, "session", r.id, "err", err)
+			return
+		}
+	}
+	r.m.log.Info("finished an interrupted "+in.Kind, "session", r.id)
+	s := r.sess
+	s.Revert = in.Revert
+	s.Time.Updated = r.m.now()
+	_, _ = r.saveIntended(s)
 }
 
 func (r *runner) unrevert() (opencode.Session, error) {
@@ -155,6 +219,9 @@ func (r *runner) unrevert() (opencode.Session, error) {
 	if repo := r.repo(); repo != nil && r.sess.Revert.Snapshot != "" {
 		ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
 		defer cancel()
+		if err := r.writeIntent(restoreIntent{Kind: "unrevert", Target: r.sess.Revert.Snapshot}); err != nil {
+			return r.sess, err
+		}
 		if err := repo.Restore(ctx, r.sess.Revert.Snapshot); err != nil {
 			return r.sess, err
 		}
@@ -162,7 +229,7 @@ func (r *runner) unrevert() (opencode.Session, error) {
 	s := r.sess
 	s.Revert = nil
 	s.Time.Updated = r.m.now()
-	return r.saveSession(r.outbox(), s)
+	return r.saveIntended(s)
 }
 
 // cleanupRevert makes a revert final when a new prompt arrives: the

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
+	"github.com/opencode-server/opencode-server/snapshot"
 )
 
 // TestRevertUnrevert: /undo puts the files a turn wrote back as they were
@@ -174,4 +176,65 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("next request messages = %q", roles)
 	}
 	c.must("POST", "/session/"+sid+"/summarize", map[string]any{"providerID": "nope", "modelID": "x"}, 400)
+}
+
+// TestRevertIntentRolledForward: a revert or unrevert a crash cut off
+// between its intent and the stored session (the files half restored) is
+// finished when the session's runner starts again: the files reach the
+// intended snapshot and the session's revert agrees with them.
+func TestRevertIntentRolledForward(t *testing.T) {
+	stub := stubmodel.NewServer(t, stubmodel.Directives)
+	dir, data := t.TempDir(), t.TempDir()
+	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("old\n"), 0o644)
+	opts := testserver.Options{SQLite: true, DataDir: data, Config: stubConfig(stub.URL(), ""), Directory: dir}
+	srv := testserver.Start(t, opts)
+	c := newClient(t, srv)
+	sid := c.newSession()
+	first := newID()
+	body := `call:write {"filePath":"` + filepath.Join(dir, "new.txt") + `","content":"hello\n"} call:edit {"filePath":"` +
+		filepath.Join(dir, "keep.txt") + `","oldString":"old","newString":"NEW"} then: written`
+	c.must("POST", "/session/"+sid+"/message", v1Body(first, body, ""), 200)
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			return "<missing>"
+		}
+		return string(b)
+	}
+	var sess struct {
+		Revert *struct{ MessageID, Snapshot string } `json:"revert"`
+	}
+	c.must("POST", "/session/"+sid+"/revert", map[string]any{"messageID": first}, 200).json(t, &sess)
+	if sess.Revert == nil || sess.Revert.Snapshot == "" {
+		t.Fatalf("revert answered %+v", sess.Revert)
+	}
+	srv.Stop()
+	// What a crash inside an unrevert leaves: its intent, one file back,
+	// the other not, the session still reverted.
+	intent, _ := json.Marshal(map[string]any{"kind": "unrevert", "target": sess.Revert.Snapshot})
+	if err := snapshot.New(data).WriteIntent(sid, intent); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("NEW\n"), 0o644)
+	srv = testserver.Start(t, opts)
+	c = newClient(t, srv)
+	sess.Revert = nil
+	c.must("GET", "/session/"+sid, nil, 200).json(t, &sess) // starts the runner
+	checkFor(t, 10*time.Second, "the unrevert finished", func() bool {
+		var s struct {
+			Revert *struct{ MessageID string } `json:"revert"`
+		}
+		c.must("GET", "/session/"+sid, nil, 200).json(t, &s)
+		return s.Revert == nil
+	})
+	if read("new.txt") != "hello\n" || read("keep.txt") != "NEW\n" {
+		t.Errorf("after the finished unrevert: new=%q keep=%q", read("new.txt"), read("keep.txt"))
+	}
+	checkFor(t, 5*time.Second, "the intent removed", func() bool {
+		_, left := snapshot.New(data).Intent(sid)
+		return !left
+	})
 }

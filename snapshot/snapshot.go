@@ -226,3 +226,79 @@ func (r *Repo) Changed(ctx context.Context, a, b string) ([]FileDiff, error) {
 	}
 	return out, nil
 }
+
+// A restore intent is written before a revert or unrevert changes the
+// work tree and removed once the session's new state is stored; one left
+// behind (a crash in between) is rolled forward when the session's runner
+// starts again, so the files and the session's revert always agree.
+
+func (s *Snapshots) intentPath(session string) string {
+	return filepath.Join(s.root, "intent", session+".json")
+}
+
+// WriteIntent stores session's restore intent durably (written whole,
+// then renamed into place, the directory synced).
+func (s *Snapshots) WriteIntent(session string, data []byte) error {
+	if s == nil {
+		return nil
+	}
+	p := s.intentPath(session)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(p)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Intent is session's restore intent left behind, if any.
+func (s *Snapshots) Intent(session string) ([]byte, bool) {
+	if s == nil {
+		return nil, false
+	}
+	b, err := os.ReadFile(s.intentPath(session))
+	return b, err == nil
+}
+
+// ClearIntent removes session's restore intent.
+func (s *Snapshots) ClearIntent(session string) {
+	if s != nil {
+		_ = os.Remove(s.intentPath(session))
+	}
+}
+
+// Intents are the sessions with a restore intent left behind.
+func (s *Snapshots) Intents() []string {
+	if s == nil {
+		return nil
+	}
+	es, _ := os.ReadDir(filepath.Join(s.root, "intent"))
+	var out []string
+	for _, e := range es {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
