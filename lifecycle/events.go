@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/store"
@@ -97,6 +98,7 @@ func (t *outbox) session(s opencode.Session) {
 // clears the failure: see Manager.Admit.)
 func (t *outbox) flush() (int64, error) {
 	r := t.r
+	var drift error
 	r.pend = nil
 	if r.failure == nil && !r.owned() {
 		r.fenced()
@@ -115,7 +117,10 @@ func (t *outbox) flush() (int64, error) {
 		}
 		r.lastSeq += int64(len(t.batch.Events))
 		if n := len(t.batch.Events); n > 0 && t.batch.Events[n-1].Seq != r.lastSeq {
-			r.m.log.Error("event sequence drift", "session", r.id, "want", r.lastSeq, "got", t.batch.Events[n-1].Seq)
+			// Another writer, or a bug: what this runner holds no longer
+			// matches the store. What was committed is published; then
+			// the runner stops and is rebuilt from the store.
+			drift = fmt.Errorf("event sequence drift: want %d, the store gave %d", r.lastSeq, t.batch.Events[n-1].Seq)
 			r.lastSeq = t.batch.Events[n-1].Seq
 		}
 	}
@@ -132,6 +137,9 @@ func (t *outbox) flush() (int64, error) {
 	}
 	for _, f := range t.after {
 		f(pos)
+	}
+	if drift != nil {
+		r.failure = drift
 	}
 	return pos, nil
 }

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -396,4 +397,51 @@ func TestSilentStoreBounded(t *testing.T) {
 		t.Errorf("the admission took %v against a store timeout of 300ms", d)
 	}
 	st.SetSilent(false)
+}
+
+// driftStore gives the first commit with events a sequence number past
+// the one the runner expects, as a second writer would.
+type driftStore struct {
+	store.Store
+	done atomic.Bool
+}
+
+func (d *driftStore) Commit(ctx context.Context, id string, b *store.Batch) error {
+	if err := d.Store.Commit(ctx, id, b); err != nil {
+		return err
+	}
+	if n := len(b.Events); n > 0 && d.done.CompareAndSwap(false, true) {
+		b.Events[n-1].Seq += 3
+	}
+	return nil
+}
+
+// TestSequenceDriftStopsRunner: when the store's sequence numbers stop
+// matching the runner's, the runner stops and is rebuilt from the store
+// (not logged and carried on): the session goes on answering.
+func TestSequenceDriftStopsRunner(t *testing.T) {
+	st := &driftStore{Store: memory.New()}
+	m := lifecycle.New(lifecycle.Config{Store: st, Bus: eventbus.New(), Provider: scripted.New(scripted.Config{}),
+		ProviderID: scripted.ProviderID, ModelID: scripted.ModelID})
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &opencode.Input{ID: identifier.NewMessage(), SessionID: s.ID, Delivery: opencode.Steer,
+		Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: "hello"}}}
+	_, _, err = m.Admit(ctx, in)
+	var oe *opencode.Error
+	if !errors.As(err, &oe) || oe.Code != opencode.EUnavailable {
+		t.Fatalf("the admission whose commit drifted: %v, want EUnavailable (the runner stopped)", err)
+	}
+	// A retry under the same ID finds it admitted, and it is answered.
+	if _, existed, err := m.Admit(ctx, in); err != nil || !existed {
+		t.Fatalf("the retry: existed=%v err=%v", existed, err)
+	}
+	if _, err := m.Wait(ctx, s.ID, in.ID); err != nil {
+		t.Fatalf("the drifted input's answer: %v", err)
+	}
 }

@@ -52,7 +52,8 @@ func TestColdCommandsSkipHistory(t *testing.T) {
 		}
 	}
 	prompt("first")
-	time.Sleep(50 * time.Millisecond) // the runner is evicted
+	// The runner is evicted (polled: without it the test proves nothing).
+	checkFor(t, 5*time.Second, "the runner's eviction", func() bool { return !m.Resident(s.ID) })
 	before := st.lists.Load()
 	if _, err := m.Inbox(ctx, s.ID); err != nil {
 		t.Fatal(err)
