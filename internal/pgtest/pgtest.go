@@ -24,10 +24,15 @@ import (
 
 // Server is a running throwaway PostgreSQL.
 type Server struct {
-	Port int
-	dir  string
-	stop func()
+	Port    int
+	dir     string
+	stop    func()
+	restart func() error
 }
+
+// Restart stops the server at once (as a crash would) and starts it again
+// on the same port and data, as a database restart does to its clients.
+func (s *Server) Restart() error { return s.restart() }
 
 var (
 	current  *Server
@@ -192,7 +197,11 @@ func Start() (*Server, error) {
 		}
 		opts := fmt.Sprintf("-p %d -k %s -h 127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=300", port, dir)
 		if lastErr = run(pgctl, "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start"); lastErr == nil {
-			return &Server{Port: port, dir: dir, stop: func() { _ = run(pgctl, "-D", data, "-m", "immediate", "-w", "stop") }}, nil
+			return &Server{Port: port, dir: dir, stop: func() { _ = run(pgctl, "-D", data, "-m", "immediate", "-w", "stop") },
+				restart: func() error {
+					// -l: the new postmaster must not hold our output pipe.
+					return run(pgctl, "-D", data, "-l", filepath.Join(dir, "log"), "-m", "immediate", "-w", "-t", "60", "restart")
+				}}, nil
 		}
 	}
 	return fail(lastErr)
