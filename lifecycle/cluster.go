@@ -46,6 +46,13 @@ func (m *Manager) claim(ctx context.Context, id string) (int64, error) {
 	}
 	epoch, err := m.cl.Claim(ctx, id)
 	var owned *store.OwnedError
+	// An owner the request was not forwarded to is gone or going: its
+	// lease lapses within the lease time (the two sides may read the
+	// clock a little apart). Wait for that instead of answering 503.
+	for deadline := time.Now().Add(m.cfg.StoreTimeout); errors.As(err, &owned) && time.Now().Before(deadline) && ctx.Err() == nil; {
+		time.Sleep(50 * time.Millisecond)
+		epoch, err = m.cl.Claim(ctx, id)
+	}
 	switch {
 	case err == nil:
 		m.mu.Lock()
