@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/opencode-server/opencode-server/internal/atomicfile"
 )
 
 // DevProvider is a provider of the models.dev catalog (its api.json).
@@ -279,32 +281,7 @@ func readDev(path string) (Dev, error) {
 	return ParseDev(b)
 }
 
-// writeAtomic writes b to path through a temporary file in its directory
-// and a rename, so a reader never sees half a file.
+// writeAtomic writes b to path whole or not at all.
 func writeAtomic(path string, b []byte, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(path, b, mode)
 }

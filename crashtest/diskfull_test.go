@@ -110,30 +110,7 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	answered := func() int {
-		var msgs []struct {
-			Info struct {
-				Role, ParentID string
-				Time           struct{ Completed *int64 }
-			}
-		}
-		if cl.getJSON("/session/"+sid+"/message", &msgs) != nil {
-			return -1
-		}
-		done := map[string]bool{}
-		for _, m := range msgs {
-			if m.Info.Role == "assistant" && m.Info.Time.Completed != nil {
-				done[m.Info.ParentID] = true
-			}
-		}
-		n := 0
-		for _, id := range acked {
-			if done[id] {
-				n++
-			}
-		}
-		return n
-	}
+	answered := func() int { return answeredOf(cl, sid, acked) }
 	if !poll(60*time.Second, 100*time.Millisecond, func() bool { return answered() == len(acked) }) {
 		t.Fatalf("%d of %d acknowledged inputs answered after the disk was freed\n%s", answered(), len(acked), tail(logPath, 30))
 	}

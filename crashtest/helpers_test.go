@@ -480,3 +480,31 @@ func poll(d, interval time.Duration, f func() bool) bool {
 		time.Sleep(interval)
 	}
 }
+
+// answeredOf counts the inputs among ids that have a completed assistant
+// answer in the session (read from what is stored: GET .../message), -1
+// when the read fails.
+func answeredOf(cl *client, sid string, ids []string) int {
+	var msgs []struct {
+		Info struct {
+			Role, ParentID string
+			Time           struct{ Completed *int64 }
+		}
+	}
+	if cl.getJSON("/session/"+sid+"/message", &msgs) != nil {
+		return -1
+	}
+	done := map[string]bool{}
+	for _, m := range msgs {
+		if m.Info.Role == "assistant" && m.Info.Time.Completed != nil {
+			done[m.Info.ParentID] = true
+		}
+	}
+	n := 0
+	for _, id := range ids {
+		if done[id] {
+			n++
+		}
+	}
+	return n
+}

@@ -44,30 +44,7 @@ func TestPostgresRestartDrainsQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	answered := func() int {
-		var msgs []struct {
-			Info struct {
-				Role, ParentID string
-				Time           struct{ Completed *int64 }
-			}
-		}
-		if cl.getJSON("/session/"+sid+"/message", &msgs) != nil {
-			return -1
-		}
-		done := map[string]bool{}
-		for _, m := range msgs {
-			if m.Info.Role == "assistant" && m.Info.Time.Completed != nil {
-				done[m.Info.ParentID] = true
-			}
-		}
-		n := 0
-		for _, id := range ids[1:] {
-			if done[id] {
-				n++
-			}
-		}
-		return n
-	}
+	answered := func() int { return answeredOf(cl, sid, ids[1:]) }
 	limit := clusterTTL + 5*time.Second + 2*time.Second // + the three turns' own time
 	if !poll(limit, 50*time.Millisecond, func() bool { return answered() == 3 }) {
 		t.Fatalf("%d of the 3 queued inputs answered %v after the restart\n%s", answered(), time.Since(back), tail(srv.logPath, 30))

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/opencode-server/opencode-server/internal/atomicfile"
 )
 
 // Snapshots hands out the snapshot repository of each project directory.
@@ -242,34 +244,7 @@ func (s *Snapshots) WriteIntent(session string, data []byte) error {
 	if s == nil {
 		return nil
 	}
-	p := s.intentPath(session)
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	tmp := p + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(p)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(s.intentPath(session), data, 0o600)
 }
 
 // Intent is session's restore intent left behind, if any.
