@@ -110,6 +110,10 @@ type Manager struct {
 	// failed are the sessions stopped after a failed write, retried in
 	// the background (see storeFailure).
 	failed map[string]*storeFailure
+	// loading are the sessions whose runner is being started: a second
+	// request waits for the first instead of loading (and, in a cluster,
+	// claiming under a newer epoch, which fences the first) again.
+	loading map[string]chan struct{}
 	// remotePerms and remoteQuestions are the pending asks of sessions
 	// other instances run (cluster mode).
 	remotePerms     map[string]PermissionRequest
@@ -158,7 +162,7 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{}, cl: cfg.Cluster,
+		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{}, loading: map[string]chan struct{}{}, cl: cfg.Cluster,
 		remotePerms: map[string]PermissionRequest{}, remoteQuestions: map[string]QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 	if m.cl != nil {
@@ -339,21 +343,46 @@ func (m *Manager) HasModel(providerID, modelID string) bool {
 
 // runner returns the session's runner, starting it if needed.
 func (m *Manager) runner(ctx context.Context, id string) (*runner, error) {
-	m.mu.Lock()
-	r := m.runners[id]
-	closed := m.closed
-	m.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
+	return m.ensure(ctx, id, func() (*state, error) { return m.load(ctx, id) })
+}
+
+// ensure returns the session's runner, starting one from mk's state if
+// none runs; one request at a time makes the state (the others wait for
+// it and take its runner), so no two claims of the session race.
+func (m *Manager) ensure(ctx context.Context, id string, mk func() (*state, error)) (*runner, error) {
+	for {
+		m.mu.Lock()
+		r := m.runners[id]
+		closed := m.closed
+		wait, busy := m.loading[id]
+		if !closed && r == nil && !busy {
+			wait = make(chan struct{})
+			m.loading[id] = wait
+		}
+		m.mu.Unlock()
+		switch {
+		case closed:
+			return nil, ErrClosed
+		case r != nil:
+			return r, nil
+		case busy:
+			select {
+			case <-wait:
+				continue // started (or failed): look again
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		st, err := mk()
+		if err == nil {
+			r, err = m.adopt(st)
+		}
+		m.mu.Lock()
+		delete(m.loading, id)
+		m.mu.Unlock()
+		close(wait)
+		return r, err
 	}
-	if r != nil {
-		return r, nil
-	}
-	st, err := m.load(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return m.adopt(st)
 }
 
 // adopt starts the runner of a loaded session, unless one runs already.
@@ -521,7 +550,9 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (s ope
 	m.publish(m.liveEvent(s.ID, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": s.ID, "info": s}))
 	// Its runner needs nothing from the store: a new session has no
 	// history, no inbox and no log yet. Its first prompt reads nothing.
-	m.adopt(&state{sess: s})
+	// Started through ensure: a concurrent first request for the same ID
+	// takes this runner, or this takes its, instead of two claims racing.
+	_, _ = m.ensure(context.WithoutCancel(ctx), s.ID, func() (*state, error) { return &state{sess: s}, nil })
 	return s, true, nil
 }
 

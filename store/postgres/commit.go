@@ -180,13 +180,14 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, sessionID string, b *store
 	case err != nil:
 		return 0, nil, false, wrap("session", err)
 	default:
+		if b.CreateOnly {
+			// It exists: nothing is written, whoever owns it.
+			return 0, nil, false, store.ErrConflict
+		}
 		if s.cl != nil {
 			if err := s.cl.fence(sessionID, owner, epoch); err != nil {
 				return 0, nil, false, err
 			}
-		}
-		if b.CreateOnly {
-			return 0, nil, false, store.ErrConflict
 		}
 		if b.Session != nil {
 			if _, err := tx.Exec(ctx, `UPDATE sessions SET json = $1 WHERE id = $2`, enc.Session, sessionID); err != nil {
