@@ -11,18 +11,16 @@ package anthropicstub
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/opencode-server/opencode-server/internal/stubhttp"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 )
 
@@ -408,19 +406,7 @@ type Server struct {
 	chunks int
 	delay  time.Duration
 
-	mu       sync.Mutex
-	bodies   []json.RawMessage
-	headers  []http.Header
-	titles   []json.RawMessage
-	closed   bool
-	url      string
-	srv      *http.Server
-	serveErr chan error
-	closing  chan struct{}
-	handlers sync.WaitGroup
-
-	n        atomic.Int64
-	canceled atomic.Int64
+	stubhttp.Base
 }
 
 // New returns a server answering with script (Echo if nil). Call Start.
@@ -428,7 +414,7 @@ func New(script Script, opts ...Option) *Server {
 	if script == nil {
 		script = Echo
 	}
-	s := &Server{script: script, chunks: 4, closing: make(chan struct{})}
+	s := &Server{script: script, chunks: 4}
 	for _, o := range opts {
 		o(s)
 	}
@@ -457,61 +443,7 @@ func NewServer(t TB, script Script, opts ...Option) *Server {
 // Start listens on addr (default "127.0.0.1:0") and serves in the
 // background. It returns the base URL clients use, ending in /v1.
 func (s *Server) Start(addr string) (string, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.srv != nil || s.closed {
-		return "", errors.New("anthropicstub: already started")
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/messages", s.handle)
-	mux.HandleFunc("POST /messages", s.handle)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.url = "http://" + ln.Addr().String() + "/v1"
-	s.serveErr = make(chan error, 1)
-	go func() { s.serveErr <- s.srv.Serve(ln) }()
-	return s.url, nil
-}
-
-// URL is the base URL (http://127.0.0.1:port/v1), empty before Start.
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.url
-}
-
-// Close stops the server, drops open connections and waits for running
-// handlers. It is safe to call more than once.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	close(s.closing)
-	srv := s.srv
-	s.mu.Unlock()
-	if srv == nil {
-		return
-	}
-	_ = srv.Close()
-	<-s.serveErr
-	s.handlers.Wait()
-}
-
-// Requests returns the bodies of the requests received so far (title
-// requests apart).
-func (s *Server) Requests() []json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]json.RawMessage(nil), s.bodies...)
+	return s.Serve(addr, "/v1", []string{"POST /v1/messages", "POST /messages"}, s.handle)
 }
 
 // Parsed returns the requests received so far, parsed.
@@ -526,42 +458,12 @@ func (s *Server) Parsed() []Request {
 	return out
 }
 
-// Headers returns the HTTP headers of the requests, in Requests' order.
-func (s *Server) Headers() []http.Header {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]http.Header(nil), s.headers...)
-}
-
-// Titles returns the title requests received.
-func (s *Server) Titles() []json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]json.RawMessage(nil), s.titles...)
-}
-
-// Count is the number of requests received (title requests apart).
-func (s *Server) Count() int { return int(s.n.Load()) }
-
-// Canceled is the number of streamed replies the client abandoned.
-func (s *Server) Canceled() int { return int(s.canceled.Load()) }
-
-func (s *Server) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.handlers.Add(1)
-	return true
-}
-
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
-	if !s.enter() {
+	if !s.Enter() {
 		writeError(w, 529, "overloaded_error", "stub is shutting down", nil)
 		return
 	}
-	defer s.handlers.Done()
+	defer s.Done()
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "", "reading body: "+err.Error(), nil)
@@ -574,16 +476,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp Response
 	if req.IsTitle() {
-		s.mu.Lock()
-		s.titles = append(s.titles, json.RawMessage(body))
-		s.mu.Unlock()
+		s.RecordTitle(body)
 		resp = Response{Text: stubmodel.TitleOf(req.titleSubject())}
 	} else {
-		n := int(s.n.Add(1))
-		s.mu.Lock()
-		s.bodies = append(s.bodies, json.RawMessage(body))
-		s.headers = append(s.headers, r.Header.Clone())
-		s.mu.Unlock()
+		n := s.Record(r, body)
 		req.N, req.Header, req.Raw = n, r.Header, body
 		resp = s.script(req)
 	}

@@ -16,17 +16,15 @@ package geministub
 
 import (
 	"encoding/json"
-	"errors"
 	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/opencode-server/opencode-server/internal/stubhttp"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 )
 
@@ -401,20 +399,7 @@ type Server struct {
 	chunks int
 	delay  time.Duration
 
-	mu       sync.Mutex
-	bodies   []json.RawMessage
-	headers  []http.Header
-	paths    []string
-	titles   []json.RawMessage
-	closed   bool
-	url      string
-	srv      *http.Server
-	serveErr chan error
-	closing  chan struct{}
-	handlers sync.WaitGroup
-
-	n        atomic.Int64
-	canceled atomic.Int64
+	stubhttp.Base
 }
 
 // New returns a server answering with script (Echo if nil). Call Start.
@@ -422,7 +407,7 @@ func New(script Script, opts ...Option) *Server {
 	if script == nil {
 		script = Echo
 	}
-	s := &Server{script: script, chunks: 4, closing: make(chan struct{})}
+	s := &Server{script: script, chunks: 4}
 	for _, o := range opts {
 		o(s)
 	}
@@ -451,69 +436,12 @@ func NewServer(t TB, script Script, opts ...Option) *Server {
 // Start listens on addr (default "127.0.0.1:0") and serves in the
 // background. It returns the base URL clients use, ending in /v1beta.
 func (s *Server) Start(addr string) (string, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.srv != nil || s.closed {
-		return "", errors.New("geministub: already started")
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /", s.handle)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.url = "http://" + ln.Addr().String() + "/v1beta"
-	s.serveErr = make(chan error, 1)
-	go func() { s.serveErr <- s.srv.Serve(ln) }()
-	return s.url, nil
-}
-
-// URL is the base URL (http://127.0.0.1:port/v1beta), empty before Start.
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.url
-}
-
-// Close stops the server, drops open connections and waits for running
-// handlers. It is safe to call more than once.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	close(s.closing)
-	srv := s.srv
-	s.mu.Unlock()
-	if srv == nil {
-		return
-	}
-	_ = srv.Close()
-	<-s.serveErr
-	s.handlers.Wait()
-}
-
-// Requests returns the bodies of the requests received so far (title
-// requests apart).
-func (s *Server) Requests() []json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]json.RawMessage(nil), s.bodies...)
+	return s.Serve(addr, "/v1beta", []string{"POST /"}, s.handle)
 }
 
 // Parsed returns the requests received so far, parsed.
 func (s *Server) Parsed() []Request {
-	s.mu.Lock()
-	bodies := append([]json.RawMessage(nil), s.bodies...)
-	paths := append([]string(nil), s.paths...)
-	headers := append([]http.Header(nil), s.headers...)
-	s.mu.Unlock()
+	bodies, headers, paths := s.Recorded()
 	var out []Request
 	for i, b := range bodies {
 		var r Request
@@ -523,43 +451,6 @@ func (s *Server) Parsed() []Request {
 		out = append(out, r)
 	}
 	return out
-}
-
-// Headers returns the HTTP headers of the requests, in Requests' order.
-func (s *Server) Headers() []http.Header {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]http.Header(nil), s.headers...)
-}
-
-// Paths returns the request URLs' paths and queries, in Requests' order.
-func (s *Server) Paths() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.paths...)
-}
-
-// Titles returns the title requests received.
-func (s *Server) Titles() []json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]json.RawMessage(nil), s.titles...)
-}
-
-// Count is the number of requests received (title requests apart).
-func (s *Server) Count() int { return int(s.n.Load()) }
-
-// Canceled is the number of streamed replies the client abandoned.
-func (s *Server) Canceled() int { return int(s.canceled.Load()) }
-
-func (s *Server) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.handlers.Add(1)
-	return true
 }
 
 // parsePath reads ".../models/{model}:{method}[?alt=sse]": the model,
@@ -584,11 +475,11 @@ func parsePath(pathQuery string) (model string, stream, ok bool) {
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
-	if !s.enter() {
+	if !s.Enter() {
 		writeError(w, 503, "", "stub is shutting down", nil)
 		return
 	}
-	defer s.handlers.Done()
+	defer s.Done()
 	model, stream, ok := parsePath(r.URL.Path)
 	if !ok {
 		writeError(w, http.StatusNotFound, "", "unknown method "+r.URL.Path, nil)
@@ -608,17 +499,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	req.Model, req.Stream = model, stream
 	var resp Response
 	if req.IsTitle() {
-		s.mu.Lock()
-		s.titles = append(s.titles, json.RawMessage(body))
-		s.mu.Unlock()
+		s.RecordTitle(body)
 		resp = Response{Text: stubmodel.TitleOf(req.LastUserText())}
 	} else {
-		n := int(s.n.Add(1))
-		s.mu.Lock()
-		s.bodies = append(s.bodies, json.RawMessage(body))
-		s.headers = append(s.headers, r.Header.Clone())
-		s.paths = append(s.paths, r.URL.RequestURI())
-		s.mu.Unlock()
+		n := s.Record(r, body)
 		req.N, req.Header, req.Raw = n, r.Header, body
 		resp = s.script(req)
 	}

@@ -335,7 +335,7 @@ func (e *sse) wait() bool {
 	case <-e.ctx.Done():
 		e.fail()
 		return false
-	case <-e.s.closing:
+	case <-e.s.Closing():
 		e.failed, e.aborted = true, true
 		return false
 	}
@@ -373,9 +373,9 @@ func (e *sse) flush() bool {
 func (e *sse) fail() {
 	e.failed = true
 	select {
-	case <-e.s.closing:
+	case <-e.s.Closing():
 		e.aborted = true
 	default:
-		e.s.canceled.Add(1)
+		e.s.AddCanceled()
 	}
 }
