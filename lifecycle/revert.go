@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -20,46 +21,98 @@ func (r *runner) repo() *snapshot.Repo {
 	return r.m.cfg.Snapshots.For(r.m.ctx, r.sess.Directory)
 }
 
+// Git over a large work tree takes seconds, and the runner's loop must stay
+// live meanwhile (an abort or a steer must not wait behind it): in a
+// tracked project the snapshots of a step's start and end, and the diffs
+// summarize publishes, are taken off the loop and posted back (offLoop).
+// An untracked project needs no git and stays on the loop.
+
 // track records the project's files ("" when untracked or on failure:
-// a step never fails for want of a snapshot).
-func (r *runner) track() string {
-	repo := r.repo()
-	if repo == nil {
-		return ""
-	}
-	ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+// a step never fails for want of a snapshot). It runs off the loop.
+func (r *runner) track(ctx context.Context, repo *snapshot.Repo) string {
+	ctx, cancel := context.WithTimeout(ctx, snapTimeout)
 	defer cancel()
 	h, err := repo.Track(ctx)
 	if err != nil {
-		r.m.log.Warn("snapshot failed", "session", r.id, "err", err)
+		if !errors.Is(ctx.Err(), context.Canceled) { // an abort or shutdown is no failure
+			r.m.log.Warn("snapshot failed", "session", r.id, "err", err)
+		}
 		return ""
 	}
 	return h
 }
 
-// stepChanges records the files at the end of a step and lists those the
-// step changed (relative paths).
-func (r *runner) stepChanges(st *step) (string, []string) {
-	if st.snapshot == "" {
-		return "", nil
-	}
-	end := r.track()
+// offLoop runs work on its own goroutine, then runs then on the loop
+// (unless the runner stopped meanwhile: then is dropped). then checks
+// that what it belongs to is still current.
+func (r *runner) offLoop(work, then func()) {
+	r.away++
+	r.m.wg.Add(1)
+	go func() {
+		defer r.m.wg.Done()
+		work()
+		r.post(streamMsg{then: func() {
+			r.away--
+			then()
+		}})
+	}()
+}
+
+// snapDiffs is what a step's end measures: the files now, those the step
+// changed, and the session's and the turn's diffs (what summarize
+// publishes).
+type snapDiffs struct {
+	end            string
+	changed        []string
+	diff, turnDiff []snapshot.FileDiff
+}
+
+// measure takes the end snapshot and the diffs against the step's start
+// (from, "" for none), the session's first and the turn's first snapshot;
+// fallback is the end to diff against when the snapshot fails. It runs off
+// the loop.
+func (r *runner) measure(repo *snapshot.Repo, from, first, start, fallback string) snapDiffs {
+	var d snapDiffs
+	d.end = r.track(r.m.ctx, repo)
+	end := d.end
 	if end == "" {
-		return "", nil
+		end = fallback
 	}
-	changed := []string{}
-	if end != st.snapshot {
-		ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
-		defer cancel()
-		diffs, err := r.repo().Changed(ctx, st.snapshot, end)
-		if err != nil {
-			r.m.log.Warn("snapshot diff failed", "session", r.id, "err", err)
-		}
-		for _, d := range diffs {
-			changed = append(changed, d.File)
+	ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+	defer cancel()
+	if d.end != "" && from != "" {
+		d.changed = []string{}
+		if d.end != from {
+			diffs, err := repo.Changed(ctx, from, d.end)
+			if err != nil {
+				r.m.log.Warn("snapshot diff failed", "session", r.id, "err", err)
+			}
+			for _, c := range diffs {
+				d.changed = append(d.changed, c.File)
+			}
 		}
 	}
-	return end, changed
+	d.diff = r.diffBetween(ctx, repo, first, end)
+	d.turnDiff = d.diff
+	if start != first {
+		d.turnDiff = r.diffBetween(ctx, repo, start, end)
+	}
+	return d
+}
+
+// measureEnd measures a finished step's end off the loop, then ends it
+// (unless an abort ended it meanwhile).
+func (r *runner) measureEnd(st *step) {
+	tu := r.turn
+	st.measuring = true
+	repo, from, first, start, fallback := r.repo(), st.snapshot, r.firstSnap, tu.startSnap, tu.endSnap
+	var d snapDiffs
+	r.offLoop(func() { d = r.measure(repo, from, first, start, fallback) }, func() {
+		if r.turn == tu && tu.step == st {
+			st.measured = &d
+			r.maybeEndStep()
+		}
+	})
 }
 
 // busyError refuses a session edit while a turn runs.
@@ -294,13 +347,11 @@ func firstSnapshot(msgs []opencode.MessageWithParts) string {
 
 // diffBetween is what changed from snapshot a to b ([] when either is
 // unknown: an untracked project, or no step yet).
-func (r *runner) diffBetween(a, b string) []snapshot.FileDiff {
+func (r *runner) diffBetween(ctx context.Context, repo *snapshot.Repo, a, b string) []snapshot.FileDiff {
 	if a == "" || b == "" {
 		return []snapshot.FileDiff{}
 	}
-	ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
-	defer cancel()
-	diff, err := r.repo().Patches(ctx, a, b)
+	diff, err := repo.Patches(ctx, a, b)
 	if err != nil {
 		r.m.log.Warn("session diff failed", "session", r.id, "err", err)
 		return []snapshot.FileDiff{}
@@ -310,9 +361,14 @@ func (r *runner) diffBetween(a, b string) []snapshot.FileDiff {
 
 // summarize updates what a step changed, as OpenCode does after each step:
 // session.diff (the session's changes so far), the session's summary
-// counts, and the turn's changes on its user messages.
-func (r *runner) summarize(t *outbox, tu *turn) {
-	diff := r.diffBetween(r.firstSnap, tu.endSnap)
+// counts, and the turn's changes on its user messages. seq is the
+// summary's place (nextSummary): one measured off the loop that comes back
+// after a newer one is dropped.
+func (r *runner) summarize(t *outbox, seq int, users []opencode.Message, diff, turnDiff []snapshot.FileDiff) {
+	if seq <= r.sumApplied {
+		return
+	}
+	r.sumApplied = seq
 	t.live(opencode.EvSessionDiff, map[string]any{"sessionID": r.id, "diff": diff})
 	sum := opencode.SessionSummary{Files: int64(len(diff))}
 	for _, d := range diff {
@@ -323,19 +379,24 @@ func (r *runner) summarize(t *outbox, tu *turn) {
 	s.Summary = &sum
 	t.session(s)
 	r.sess = s
-	turnDiff := diff
-	if tu.startSnap != r.firstSnap {
-		turnDiff = r.diffBetween(tu.startSnap, tu.endSnap)
-	}
 	diffs := make([]json.RawMessage, len(turnDiff))
 	for i, d := range turnDiff {
 		diffs[i] = mustJSON(d)
 	}
-	for _, u := range tu.users {
+	for _, u := range users {
 		u.Summary = &opencode.UserSummary{Diffs: diffs}
 		t.message(u)
 	}
 }
+
+// nextSummary is the place of a summary measured now.
+func (r *runner) nextSummary() int {
+	r.sumSeq++
+	return r.sumSeq
+}
+
+// noDiff is the diff of an untracked project.
+var noDiff = []snapshot.FileDiff{}
 
 // SessionDiff is GET /session/{id}/diff: the files the session changed
 // (with messageID, the files that message's turn changed), from its step

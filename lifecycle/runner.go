@@ -15,6 +15,8 @@ import (
 // call's goroutine to the runner. step tells stale messages (after an
 // abort) from current ones.
 type streamMsg struct {
+	// then is work done off the loop coming back to it (see offLoop).
+	then func()
 	// question is a question tool's call asking the user.
 	question *questionAsk
 	// title is the answer of the session's title request.
@@ -47,6 +49,12 @@ type runner struct {
 	// firstSnap is the project's files when the session's first step
 	// started: session.diff is measured from it.
 	firstSnap string
+	// away counts work running off the loop (offLoop) that still has to come
+	// back to it (the runner is not evictable meanwhile).
+	away int
+	// sumSeq orders summaries measured off the loop: one measured before a
+	// newer one already applied is dropped (see summarize).
+	sumSeq, sumApplied int
 	// boot holds the stored messages until the loop has recovered them.
 	boot []opencode.MessageWithParts
 	done chan struct{}
@@ -140,6 +148,13 @@ type step struct {
 	subtask *opencode.Part
 	// snapshot is the project's files when the step started ("" untracked).
 	snapshot string
+	// began: the step's start (step-start part, step.started) is out; in a
+	// tracked project it waits for the start snapshot, taken off the loop.
+	began bool
+	// measuring and measured: the step's end snapshot and diffs, taken off
+	// the loop before the step ends (tracked projects only).
+	measuring bool
+	measured  *snapDiffs
 	// streamed is set when the model call returned; err is its error.
 	streamed bool
 	err      error
@@ -236,7 +251,7 @@ func (r *runner) loop() {
 // memory, so it may stop and be rebuilt from the store later.
 func (r *runner) evictable() bool {
 	return r.turn == nil && len(r.pending) == 0 && len(r.waiters) == 0 && len(r.idle) == 0 &&
-		r.pend == nil && r.resume == nil && len(r.approved) == 0 && !r.titling
+		r.pend == nil && r.resume == nil && len(r.approved) == 0 && !r.titling && r.away == 0
 }
 
 // evict stops an idle runner: it leaves the registry first, so no new

@@ -227,28 +227,13 @@ func (r *runner) startStep() {
 		Time: opencode.MessageTime{Created: now}, ParentID: tu.parentID, ModelID: tu.model.ModelID,
 		ProviderID: tu.model.ProviderID, Mode: agent, Agent: agent, IsSummary: tu.compact,
 		Path: opencode.MessagePath{Cwd: r.sess.Directory, Root: r.sess.Directory}}
-	st.snapshot = r.track()
-	if r.firstSnap == "" {
-		r.firstSnap = st.snapshot
-	}
-	if tu.startSnap == "" {
-		tu.startSnap = st.snapshot
-	}
-	start := opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepStart,
-		Snapshot: st.snapshot}
-	st.parts = append(st.parts, start)
 	tu.step = st
 	t := r.outbox()
 	t.message(st.msg)
-	started := map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "agent": tu.agent,
-		"model": map[string]any{"id": tu.model.ModelID, "providerID": tu.model.ProviderID}}
-	if st.snapshot != "" {
-		started["snapshot"] = st.snapshot
+	repo := r.repo()
+	if repo == nil {
+		r.beginStep(st, "")
 	}
-	t.durable(opencode.EvStepStarted, 1, started)
-	t.part(start, now)
-
 	tu.steps++
 	// A full slice expression: the call sees the history as it is now,
 	// while the runner keeps appending to its own (no copy per step).
@@ -284,6 +269,16 @@ func (r *runner) startStep() {
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()
+		if repo != nil {
+			// The start snapshot, off the loop; the step begins with it,
+			// ahead of the model call's first chunk.
+			h := r.track(ctx, repo)
+			r.post(streamMsg{then: func() {
+				if r.turn == tu && tu.step == st && !st.began {
+					r.beginStep(st, h)
+				}
+			}})
+		}
 		if system != nil {
 			req.System = system()
 		}
@@ -294,7 +289,37 @@ func (r *runner) startStep() {
 	}()
 }
 
+// beginStep puts out a step's start: the step-start part with the
+// snapshot the step starts from, and step.started.
+func (r *runner) beginStep(st *step, snap string) {
+	tu := r.turn
+	now := r.m.now()
+	st.began, st.snapshot = true, snap
+	if r.firstSnap == "" {
+		r.firstSnap = snap
+	}
+	if tu.startSnap == "" {
+		tu.startSnap = snap
+	}
+	start := opencode.Part{ID: r.m.ids.NewPart(), SessionID: r.id, MessageID: st.msg.ID, Type: opencode.PartStepStart,
+		Snapshot: snap}
+	st.parts = append(st.parts, start)
+	t := r.outbox()
+	started := map[string]any{"timestamp": now, "sessionID": r.id,
+		"assistantMessageID": st.msg.ID, "agent": tu.agent,
+		"model": map[string]any{"id": tu.model.ModelID, "providerID": tu.model.ProviderID}}
+	if snap != "" {
+		started["snapshot"] = snap
+	}
+	t.durable(opencode.EvStepStarted, 1, started)
+	t.part(start, now)
+}
+
 func (r *runner) onStream(msg streamMsg) {
+	if msg.then != nil {
+		msg.then()
+		return
+	}
 	if msg.title != nil {
 		r.applyTitle(*msg.title)
 		return
@@ -432,6 +457,12 @@ func (r *runner) maybeEndStep() {
 			return
 		}
 	}
+	if !st.shell && st.err == nil && st.finish != nil && st.measured == nil && r.repo() != nil {
+		if !st.measuring {
+			r.measureEnd(st)
+		}
+		return // measureEnd calls back here
+	}
 	r.endStep(st.err)
 }
 
@@ -538,7 +569,11 @@ func (r *runner) endStep(err error) {
 	tokens := opencode.Tokens{Total: &total, Input: in, Output: u.Output, Reasoning: u.Reasoning,
 		Cache: opencode.CacheUsage{Read: u.CacheRead, Write: u.CacheWrite}}
 	cost := r.m.cost(tu.model, u)
-	end, changed := r.stepChanges(st)
+	d := snapDiffs{diff: noDiff, turnDiff: noDiff}
+	if st.measured != nil {
+		d = *st.measured
+	}
+	end, changed := d.end, d.changed
 	if end != "" {
 		tu.endSnap = end
 	}
@@ -575,7 +610,7 @@ func (r *runner) endStep(err error) {
 	r.sess.Tokens.Input += in
 	r.sess.Tokens.Output += u.Output
 	r.sess.Tokens.Reasoning += u.Reasoning
-	r.summarize(t, tu)
+	r.summarize(t, r.nextSummary(), tu.users, d.diff, d.turnDiff)
 	r.remember(opencode.MessageWithParts{Info: st.msg, Parts: st.parts})
 	tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 	tu.step = nil
@@ -662,6 +697,9 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 	now := r.m.now()
 	r.rejectAsks()
 	if st := tu.step; st != nil {
+		if !st.began {
+			r.beginStep(st, "") // aborted while its start snapshot was taken
+		}
 		t := r.outbox()
 		r.closeText(t, st, now)
 		r.abortTools(t, st, now)
@@ -672,10 +710,21 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 		st.msg.Error = &opencode.NamedError{Name: "MessageAbortedError", Data: map[string]any{"message": msg}}
 		st.msg.Time.Completed = &now
 		t.message(st.msg)
-		if st.snapshot != "" {
-			tu.endSnap = r.track()
+		seq := r.nextSummary()
+		if repo := r.repo(); repo != nil {
+			// What the aborted step changed is measured off the loop and
+			// summarized when it comes back.
+			first, start, fallback, users := r.firstSnap, tu.startSnap, tu.endSnap, tu.users
+			var d snapDiffs
+			r.offLoop(func() { d = r.measure(repo, "", first, start, fallback) }, func() {
+				if d.end != "" {
+					tu.endSnap = d.end
+				}
+				r.summarize(r.outbox(), seq, users, d.diff, d.turnDiff)
+			})
+		} else {
+			r.summarize(t, seq, tu.users, noDiff, noDiff)
 		}
-		r.summarize(t, tu)
 		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
 			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": "unknown", "message": "Provider turn interrupted"}})
 		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": st.msg.Error})
