@@ -78,6 +78,7 @@ type App struct {
 	// configured providers'), with their limits, cost and capabilities;
 	// routes, lifecycle and ACP all read this one.
 	Catalog *catalog.Live
+	models  *models
 	done    chan struct{}
 }
 
@@ -120,7 +121,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	// The scripted model is always there; the providers of models.dev and
 	// opencode.json join it, connected by their keys.
 	mods := newModels(o, def)
-	a.Catalog = mods.live
+	a.Catalog, a.models = mods.live, mods
 	cat := mods.live
 	defProvider, defModel, _ := config.SplitModel(cat.Get().Model)
 
@@ -174,10 +175,12 @@ func (a *App) Shutdown() {
 	}
 }
 
-// Close stops every runner (running turns close as interrupted). The store
-// is the caller's to close afterwards.
+// Close stops every runner (running turns close as interrupted) and closes
+// the model clients' idle connections. The store is the caller's to close
+// afterwards.
 func (a *App) Close() {
 	a.Shutdown()
 	a.Manager.Close()
 	a.MCP.Close()
+	closeIdle(*a.models.clients.Load())
 }

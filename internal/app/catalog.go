@@ -91,6 +91,9 @@ func (m *models) probe(id string, pc config.ProviderConfig) {
 	if pc.Options.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+pc.Options.APIKey)
 	}
+	// One request per provider, once: no keep-alive connection is left
+	// idle in http.DefaultClient behind it.
+	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		m.log.Warn("provider's models not listed", "provider", id, "err", err)
@@ -199,8 +202,22 @@ func (m *models) rebuild() {
 			cat.SmallModel = ""
 		}
 	}
-	m.clients.Store(&clients)
+	old := m.clients.Swap(&clients)
 	m.live.Set(cat.Build())
+	if old != nil {
+		closeIdle(*old) // a turn still streaming keeps its connection
+	}
+}
+
+// closeIdle closes the idle keep-alive connections of the clients that
+// have them (each HTTP provider has its own transport), so that none
+// outlives the clients or the server.
+func closeIdle(clients map[modelKey]provider.Provider) {
+	for _, c := range clients {
+		if ic, ok := c.(interface{ CloseIdleConnections() }); ok {
+			ic.CloseIdleConnections()
+		}
+	}
 }
 
 // resolve is the client of a model the catalog serves.
