@@ -1,5 +1,9 @@
 // Package testserver starts a whole server (store, bus, lifecycle, routes)
 // on a real loopback listener for black-box HTTP tests.
+//
+// Each server of a test that is not parallel is checked for leaks: a
+// goroutine started after Start that is still running once the server is
+// stopped (at the test's cleanup) fails the test (see leakCheck).
 package testserver
 
 import (
@@ -9,6 +13,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/config"
@@ -74,9 +80,12 @@ type Server struct {
 	stopped  bool
 }
 
-// Start starts a server and stops it in t.Cleanup.
+// Start starts a server and stops it in t.Cleanup, then checks that no
+// goroutine started since outlives it (see leakCheck). A test that starts
+// a server cannot call t.Parallel afterwards (it panics): call it first.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
+	verify := leakCheck(t)
 	s := &Server{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -135,8 +144,68 @@ func Start(t testing.TB, o Options) *Server {
 	h := apitest.Middleware(t, s.App.Handler) // every response is checked against api/openapi.yaml
 	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
-	t.Cleanup(s.Stop)
+	// Cleanups run last-registered first: those the test registers after
+	// Start (its clients, streams, stubs) have run by now.
+	t.Cleanup(func() {
+		s.Stop()
+		if verify != nil {
+			verify()
+		}
+	})
 	return s
+}
+
+// leakEnv is set (by t.Setenv) for the test of a leak-checked server.
+const leakEnv = "OPENCODE_TESTSERVER_LEAK_CHECK"
+
+// leakCheck returns a check that no goroutine started from now on is
+// still running, to call once the server is stopped; or nil where such a
+// check would not be sound. goleak sees every goroutine of the process, so
+// the difference between now and the end is this test's only if no other
+// test runs meanwhile: true of a test that neither is parallel nor has a
+// parallel parent (a parallel test runs only once the serial ones are
+// done, a serial test's parallel subtests only after its body returned).
+// t.Setenv tells them apart: it panics in a parallel test or one with a
+// parallel parent, and once called it makes a later t.Parallel panic, so a
+// test cannot become parallel after the snapshot. Parallel tests (and
+// benchmarks) are left to the package's TestMain check (goleak), which
+// every package using testserver has: it catches the same leaks, only
+// without naming the test.
+func leakCheck(t testing.TB) func() {
+	tt, ok := t.(*testing.T)
+	if !ok || !serial(tt) {
+		return nil
+	}
+	ignore := goleak.IgnoreCurrent()
+	return func() {
+		t.Helper()
+		// A goroutine ends a moment after what stopped it (the reader of a
+		// closed connection sees EOF): poll, with a deadline.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			err := goleak.Find(ignore)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("testserver: goroutines started during the test outlive its server: %v", err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// serial reports whether t is neither parallel nor has a parallel parent,
+// and if so keeps it from becoming parallel (see leakCheck).
+func serial(t *testing.T) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	t.Setenv(leakEnv, "1")
+	return true
 }
 
 // Stop shuts the server down as the binary does: SSE streams end, runners
