@@ -143,9 +143,12 @@ type client struct {
 	done    chan struct{}
 }
 
-// start runs an ACP agent on srv's core and returns a client for it.
+// start runs an ACP agent on srv's core and returns a client for it. When
+// the test ends the agent is closed and nothing it started may still run
+// (acp.NoneLeft); what it made the server start is testserver's to check.
 func start(t *testing.T, srv *testserver.Server) *client {
 	t.Helper()
+	before := acp.Goroutines()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	c := &client{t: t, w: inW, waits: map[string]chan msg{}, method: map[string]string{}, done: make(chan struct{})}
@@ -161,6 +164,7 @@ func start(t *testing.T, srv *testserver.Server) *client {
 		inW.Close()
 		<-served
 		<-c.done
+		acp.NoneLeft(t, before)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for _, s := range c.invalid {

@@ -15,6 +15,7 @@ import (
 // agent come out of the returned channel.
 func pipeConn(t *testing.T, h handler) (*conn, io.WriteCloser, <-chan string) {
 	t.Helper()
+	before := Goroutines()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	c := newConn(inR, outW, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -32,7 +33,7 @@ func pipeConn(t *testing.T, h handler) (*conn, io.WriteCloser, <-chan string) {
 		}
 		close(lines)
 	}()
-	t.Cleanup(func() { inW.Close(); <-served })
+	t.Cleanup(func() { inW.Close(); <-served; NoneLeft(t, before) })
 	return c, inW, lines
 }
 
