@@ -90,8 +90,15 @@ func (s *Server) DSN(db string) string {
 }
 
 // URL is the same as a postgres:// URL (what --postgres-url takes).
-func (s *Server) URL(db string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, db)
+func (s *Server) URL(db string) string { return URLAt(s.Addr(), db) }
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
+
+// URLAt is URL for a server reached at addr (host:port), such as a proxy
+// in front of it.
+func URLAt(addr, db string) string {
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", addr, db)
 }
 
 // FreshDB creates an empty database and returns its name.

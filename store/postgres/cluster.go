@@ -25,7 +25,10 @@ type ClusterOptions struct {
 	// requests to.
 	Addr string
 	// TTL is the lease: an instance that has not renewed it for TTL is
-	// dead, and its sessions may be claimed (3 s when zero).
+	// dead, and its sessions may be claimed (3 s when zero). Every
+	// database call without a deadline of its own gets three quarters
+	// of it: an instance whose database stops answering stops trusting
+	// its lease after that long anyway.
 	TTL    time.Duration
 	Logger *slog.Logger
 }
@@ -48,7 +51,7 @@ func OpenCluster(ctx context.Context, dsn string, o ClusterOptions) (*Store, err
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(o.TTL/2, time.Second).Milliseconds(), 10)
-	s, err := open(ctx, cfg)
+	s, err := open(ctx, cfg, o.TTL*3/4)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +161,8 @@ func interval(d time.Duration) string {
 // join registers a new lease (a new instance ID) and starts the
 // background work the first time.
 func (c *cluster) join(ctx context.Context) error {
+	ctx, cancel := c.s.bound(ctx)
+	defer cancel()
 	id := "ins_" + randomID()
 	start := time.Now()
 	if _, err := c.s.pool.Exec(ctx, qJoin, id, c.addr, interval(c.ttl)); err != nil {
@@ -206,6 +211,8 @@ func (c *cluster) Trusted() bool {
 
 // countPeers refreshes peers.
 func (c *cluster) countPeers(ctx context.Context, id string) {
+	ctx, cancel := c.s.bound(ctx)
+	defer cancel()
 	var n int64
 	if err := c.s.pool.QueryRow(ctx, `SELECT count(*) FROM instances WHERE expires_at > now() AND id <> $1`, id).Scan(&n); err == nil {
 		c.peers.Store(n)
@@ -273,6 +280,8 @@ func (c *cluster) renewLoop() {
 }
 
 func (c *cluster) Claim(ctx context.Context, sessionID string) (int64, error) {
+	ctx, cancel := c.s.bound(ctx)
+	defer cancel()
 	c.mu.Lock()
 	id, ok := c.id, c.trusted()
 	c.mu.Unlock()
@@ -312,6 +321,8 @@ func (c *cluster) hold(id, sessionID string, epoch int64) (int64, error) {
 }
 
 func (c *cluster) owner(ctx context.Context, sessionID string) (inst, addr string, live bool, err error) {
+	ctx, cancel := c.s.bound(ctx)
+	defer cancel()
 	var owner *string
 	err = c.s.pool.QueryRow(ctx, qOwner, sessionID).Scan(&owner, &addr, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -361,6 +372,8 @@ func (c *cluster) fence(sessionID string, owner *string, epoch int64) error {
 }
 
 func (c *cluster) Release(ctx context.Context, sessionID string, epoch int64) {
+	ctx, cancel := c.s.bound(ctx)
+	defer cancel()
 	c.mu.Lock()
 	id := c.id
 	if e, ok := c.held[sessionID]; ok && e == epoch {
@@ -376,6 +389,8 @@ func (c *cluster) Release(ctx context.Context, sessionID string, epoch int64) {
 }
 
 func (c *cluster) ClaimOrphans(ctx context.Context, limit int) ([]string, error) {
+	ctx, cancel := c.s.bound(ctx)
+	defer cancel()
 	c.mu.Lock()
 	id, ok := c.id, c.trusted()
 	c.mu.Unlock()
@@ -404,6 +419,8 @@ func (c *cluster) ClaimOrphans(ctx context.Context, limit int) ([]string, error)
 }
 
 func (c *cluster) Running(ctx context.Context) ([]string, error) {
+	ctx, cancel := c.s.bound(ctx)
+	defer cancel()
 	rows, err := c.s.pool.Query(ctx, `SELECT id FROM sessions WHERE open AND owner IS DISTINCT FROM $1`, c.Instance())
 	if err != nil {
 		return nil, fmt.Errorf("postgres: running sessions: %w", err)
@@ -416,6 +433,8 @@ func (c *cluster) Running(ctx context.Context) ([]string, error) {
 }
 
 func (c *cluster) Leave(ctx context.Context) {
+	ctx, cancel := c.s.bound(ctx)
+	defer cancel()
 	c.mu.Lock()
 	id := c.id
 	c.held = map[string]int64{}

@@ -45,8 +45,12 @@ const (
 // row is locked first thing after validation (FOR UPDATE, or the upsert
 // that writes it), so commits of one session from any number of servers
 // get gapless, ordered seqs. The caller's cancellation is honoured only
-// before the transaction starts: once it runs it completes or fails as a
-// whole, so a caller never sees a failure for a batch that committed.
+// before the transaction starts: a client that hangs up mid-commit does
+// not cut it short. Its deadline (the caller's, else the store's timeout)
+// still ends it, so a database that stops answering fails the commit in
+// bounded time. A commit whose deadline passes after its COMMIT was sent
+// may have been stored all the same, as after a broken connection: the
+// caller rebuilds from what is stored (lifecycle does after any failure).
 func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -55,7 +59,8 @@ func (s *Store) Commit(ctx context.Context, sessionID string, b *store.Batch) er
 	if err != nil {
 		return fmt.Errorf("postgres: encode batch: %w", err)
 	}
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := s.detach(ctx)
+	defer cancel()
 	var lastSeq int64
 	var admitOrd []int64
 	var created bool
@@ -307,7 +312,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := s.detach(ctx)
+	defer cancel()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		// Lock the row first so a concurrent commit of the session waits.
 		var owner *string

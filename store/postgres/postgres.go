@@ -29,7 +29,15 @@ type Store struct {
 	closeOnce sync.Once
 	// cl is the cluster side (OpenCluster), nil for a store alone.
 	cl *cluster
+	// timeout bounds every database call whose context has no deadline
+	// (see bound).
+	timeout time.Duration
 }
+
+// defaultTimeout is a store's timeout when opened alone (the runner's
+// commit deadline, lifecycle.Config.StoreTimeout, is the same); in a
+// cluster it is three quarters of the lease, which is trusted no longer.
+const defaultTimeout = 10 * time.Second
 
 var _ store.Store = (*Store)(nil)
 
@@ -40,10 +48,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	return open(ctx, cfg)
+	return open(ctx, cfg, defaultTimeout)
 }
 
-func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
+func open(ctx context.Context, cfg *pgxpool.Config, timeout time.Duration) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		// libpq's connect_timeout unset: a database that accepts TCP and
 		// never answers would hold start-up (and every reconnect) forever.
@@ -53,8 +61,11 @@ func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	s := &Store{pool: pool}
-	if err := pool.Ping(ctx); err != nil {
+	s := &Store{pool: pool, timeout: timeout}
+	pctx, cancel := s.bound(ctx)
+	err = pool.Ping(pctx)
+	cancel()
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
@@ -63,6 +74,36 @@ func open(ctx context.Context, cfg *pgxpool.Config) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// bound gives ctx the store's timeout when it has no deadline of its own:
+// a database that stops answering (a partition, a server that accepts and
+// never replies) fails the call within it instead of holding the caller,
+// and pgx closes the connection the call was waiting on. A caller's own
+// deadline, shorter or longer, is kept.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return within(ctx, s.timeout)
+}
+
+// within is ctx with deadline d from now unless it has one.
+func within(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// detach is bound for a write that must not be cut short by its caller's
+// cancellation (a client that hangs up mid-commit): it drops the
+// cancellation but keeps the caller's deadline (or takes the store's), so
+// the write is still bounded in time.
+func (s *Store) detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	ctx = context.WithoutCancel(ctx)
+	if !ok {
+		return context.WithTimeout(ctx, s.timeout)
+	}
+	return context.WithDeadline(ctx, dl)
 }
 
 // Close implements store.Store: it waits for the connections in use and

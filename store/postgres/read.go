@@ -16,6 +16,8 @@ import (
 
 // GetSession implements store.Store.
 func (s *Store) GetSession(ctx context.Context, id string) (opencode.Session, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var sess opencode.Session
 	var js []byte
 	err := s.pool.QueryRow(ctx, `SELECT json FROM sessions WHERE id = $1`, id).Scan(&js)
@@ -33,6 +35,8 @@ func (s *Store) GetSession(ctx context.Context, id string) (opencode.Session, er
 
 // OpenSessions implements store.Store: an index read, not the history.
 func (s *Store) OpenSessions(ctx context.Context) ([]string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT id FROM sessions WHERE open
 		OR id IN (SELECT session_id FROM inputs WHERE state = 'pending') ORDER BY ord`)
 	if err != nil {
@@ -47,6 +51,8 @@ func (s *Store) OpenSessions(ctx context.Context) ([]string, error) {
 
 // SessionOpen implements store.Store.
 func (s *Store) SessionOpen(ctx context.Context, id string) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var open bool
 	err := s.pool.QueryRow(ctx, `SELECT open OR EXISTS(SELECT 1 FROM inputs WHERE session_id = $1 AND state = 'pending')
 		FROM sessions WHERE id = $1`, id).Scan(&open)
@@ -61,6 +67,8 @@ func (s *Store) SessionOpen(ctx context.Context, id string) (bool, error) {
 
 // ListSessions implements store.Store.
 func (s *Store) ListSessions(ctx context.Context) ([]opencode.Session, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT json FROM sessions ORDER BY ord`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list sessions: %w", err)
@@ -82,9 +90,13 @@ func (s *Store) ListSessions(ctx context.Context) ([]opencode.Session, error) {
 	return out, nil
 }
 
-// readTx runs f in one read-only transaction on one snapshot.
-func (s *Store) readTx(ctx context.Context, f func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, f)
+// readTx runs f in one read-only transaction on one snapshot, with ctx
+// bounded (f's context).
+func (s *Store) readTx(ctx context.Context, f func(context.Context, pgx.Tx) error) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error { return f(ctx, tx) })
 }
 
 func sessionExists(ctx context.Context, tx pgx.Tx, id string) (bool, error) {
@@ -144,7 +156,7 @@ func attachParts(rows pgx.Rows, msgs []opencode.MessageWithParts) error {
 // ListMessages implements store.Store.
 func (s *Store) ListMessages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error) {
 	var out []opencode.MessageWithParts
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		ok, err := sessionExists(ctx, tx, sessionID)
 		if err != nil {
 			return err
@@ -178,7 +190,7 @@ func (s *Store) ListMessages(ctx context.Context, sessionID string) ([]opencode.
 // and their parts, seeking by the anchor's creation position.
 func (s *Store) MessagesPage(ctx context.Context, sessionID string, q store.PageQuery) ([]opencode.MessageWithParts, error) {
 	var out []opencode.MessageWithParts
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		ok, err := sessionExists(ctx, tx, sessionID)
 		if err != nil {
 			return err
@@ -247,7 +259,7 @@ func (s *Store) MessagesPage(ctx context.Context, sessionID string, q store.Page
 // GetMessage implements store.Store.
 func (s *Store) GetMessage(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error) {
 	var out []opencode.MessageWithParts
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT json FROM messages WHERE id = $1 AND session_id = $2`, messageID, sessionID)
 		if err != nil {
 			return err
@@ -275,6 +287,8 @@ func (s *Store) GetMessage(ctx context.Context, sessionID, messageID string) (op
 
 // MessageExists implements store.Store.
 func (s *Store) MessageExists(ctx context.Context, messageID string) (bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var ok bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS(SELECT 1 FROM messages WHERE id = $1)`, messageID).Scan(&ok); err != nil {
 		return false, fmt.Errorf("postgres: message exists: %w", err)
@@ -284,6 +298,8 @@ func (s *Store) MessageExists(ctx context.Context, messageID string) (bool, erro
 
 // GetInput implements store.Store.
 func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var ord int64
 	var js []byte
 	err := s.pool.QueryRow(ctx, `SELECT ord, json FROM inputs WHERE id = $1`, id).Scan(&ord, &js)
@@ -298,6 +314,8 @@ func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error
 
 // InputStatus implements store.Store: the row's columns, no JSON read.
 func (s *Store) InputStatus(ctx context.Context, id string) (store.InputStatus, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var st store.InputStatus
 	var state string
 	err := s.pool.QueryRow(ctx, `SELECT session_id, state, answer, no_reply FROM inputs WHERE id = $1`, id).
@@ -315,7 +333,7 @@ func (s *Store) InputStatus(ctx context.Context, id string) (store.InputStatus, 
 // PendingInputs implements store.Store.
 func (s *Store) PendingInputs(ctx context.Context, sessionID string) ([]*opencode.Input, error) {
 	var out []*opencode.Input
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
+	err := s.readTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT ord, json FROM inputs WHERE session_id = $1 AND state = $2 ORDER BY ord`,
 			sessionID, string(opencode.InputPending))
 		if err != nil {
@@ -355,6 +373,8 @@ func (s *Store) PendingInputs(ctx context.Context, sessionID string) ([]*opencod
 
 // Events implements store.Store.
 func (s *Store) Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if after < 0 {
 		after = 0
 	}
@@ -396,6 +416,8 @@ func (s *Store) Events(ctx context.Context, sessionID string, after int64, limit
 
 // LastSeq implements store.Store.
 func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var seq int64
 	err := s.pool.QueryRow(ctx, `SELECT last_seq FROM sessions WHERE id = $1`, sessionID).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {

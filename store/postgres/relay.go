@@ -3,9 +3,12 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/opencode-server/opencode-server/opencode"
 )
@@ -142,16 +145,18 @@ func (c *cluster) send(items []item) error {
 		}
 		return c.send(items[half:])
 	}
+	ctx, cancel := c.s.bound(c.ctx)
+	defer cancel()
 	if len(body) > payloadLimit {
 		var id int64
-		if err := c.s.pool.QueryRow(c.ctx, `INSERT INTO relay_spill(body) VALUES($1) RETURNING id`, body).Scan(&id); err != nil {
+		if err := c.s.pool.QueryRow(ctx, `INSERT INTO relay_spill(body) VALUES($1) RETURNING id`, body).Scan(&id); err != nil {
 			return err
 		}
 		if body, err = json.Marshal(notice{Proc: c.proc, Spill: id}); err != nil {
 			return err
 		}
 	}
-	_, err = c.s.pool.Exec(c.ctx, `SELECT pg_notify($1, $2)`, channel, string(body))
+	_, err = c.s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, string(body))
 	return err
 }
 
@@ -178,21 +183,24 @@ func (c *cluster) listenLoop() {
 }
 
 func (c *cluster) listen() error {
-	conn, err := pgx.ConnectConfig(c.ctx, c.listenCfg)
+	ctx, cancel := c.s.bound(c.ctx)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, c.listenCfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(c.ctx, "LISTEN "+channel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return err
 	}
 	// Listening now: the others may skip broadcasting while alone.
 	hello, _ := json.Marshal(notice{Proc: c.proc, Hello: true})
-	if _, err := c.s.pool.Exec(c.ctx, `SELECT pg_notify($1, $2)`, channel, string(hello)); err != nil {
+	if _, err := c.s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, string(hello)); err != nil {
 		return err
 	}
+	cancel()
 	for {
-		n, err := conn.WaitForNotification(c.ctx)
+		n, err := c.notification(conn)
 		if err != nil {
 			return err
 		}
@@ -210,7 +218,10 @@ func (c *cluster) listen() error {
 		}
 		if nt.Spill != 0 {
 			var body []byte
-			if err := c.s.pool.QueryRow(c.ctx, `SELECT body FROM relay_spill WHERE id = $1`, nt.Spill).Scan(&body); err != nil {
+			ctx, cancel := c.s.bound(c.ctx)
+			err := c.s.pool.QueryRow(ctx, `SELECT body FROM relay_spill WHERE id = $1`, nt.Spill).Scan(&body)
+			cancel()
+			if err != nil {
 				c.log.Warn("spilled notification", "id", nt.Spill, "err", err)
 				continue // the poll catches the durable events up
 			}
@@ -219,6 +230,28 @@ func (c *cluster) listen() error {
 			}
 		}
 		c.receive(nt.Items)
+	}
+}
+
+// notification waits for the next notification on the LISTEN connection.
+// A connection that stays quiet for a lease TTL is pinged: one cut off by a
+// partition gets no error by itself (nothing is sent on it), and its
+// notifications would be missed unnoticed; a failed ping ends it as a
+// broken one (listenLoop resets and reconnects).
+func (c *cluster) notification(conn *pgx.Conn) (*pgconn.Notification, error) {
+	for {
+		ctx, cancel := context.WithTimeout(c.ctx, c.ttl)
+		n, err := conn.WaitForNotification(ctx)
+		cancel()
+		if err == nil || c.ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return n, err
+		}
+		ctx, cancel = c.s.bound(c.ctx)
+		err = conn.Ping(ctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("LISTEN connection quiet for %v and its ping failed: %w", c.ttl, err)
+		}
 	}
 }
 
@@ -322,8 +355,10 @@ func (c *cluster) pollLoop() {
 		c.poll()
 		if time.Since(last) > spillAge {
 			last = time.Now()
-			_, _ = c.s.pool.Exec(c.ctx, `DELETE FROM relay_spill WHERE at < now() - $1::interval`, interval(spillAge))
-			_, _ = c.s.pool.Exec(c.ctx, `DELETE FROM instances WHERE expires_at < now() - interval '1 hour'`)
+			ctx, cancel := c.s.bound(c.ctx)
+			_, _ = c.s.pool.Exec(ctx, `DELETE FROM relay_spill WHERE at < now() - $1::interval`, interval(spillAge))
+			_, _ = c.s.pool.Exec(ctx, `DELETE FROM instances WHERE expires_at < now() - interval '1 hour'`)
+			cancel()
 		}
 	}
 }
@@ -342,7 +377,9 @@ func (c *cluster) poll() {
 	if len(ids) == 0 {
 		return
 	}
-	rows, err := c.s.pool.Query(c.ctx, `SELECT id, last_seq FROM sessions WHERE id = ANY($1)`, ids)
+	ctx, cancel := c.s.bound(c.ctx)
+	defer cancel()
+	rows, err := c.s.pool.Query(ctx, `SELECT id, last_seq FROM sessions WHERE id = ANY($1)`, ids)
 	if err != nil {
 		return
 	}

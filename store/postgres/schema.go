@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -86,11 +87,19 @@ var migrations = [][]string{
 // schemaVersion is the version this code writes and reads.
 var schemaVersion = len(migrations)
 
+// migrateTimeout bounds a migration whose caller set no deadline: longer
+// than a store call's (it may wait for another server's migration, or
+// rewrite a table), but a database that stops answering still fails the
+// start-up.
+const migrateTimeout = time.Minute
+
 // migrationLock is the advisory lock key that serialises servers migrating
 // one database at once.
 const migrationLock = 0x6f70656e636f6465 // "opencode"
 
 func (s *Store) migrate(ctx context.Context) error {
+	ctx, cancel := within(ctx, migrateTimeout)
+	defer cancel()
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 			return fmt.Errorf("postgres: migrate lock: %w", err)
