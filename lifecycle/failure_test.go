@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/store/memory"
@@ -443,5 +445,67 @@ func TestSequenceDriftStopsRunner(t *testing.T) {
 	}
 	if _, err := m.Wait(ctx, s.ID, in.ID); err != nil {
 		t.Fatalf("the drifted input's answer: %v", err)
+	}
+}
+
+// titleWitness checks, for every title request, that the prompt it titles
+// is stored: a title request goes out only after its delivery commit.
+type titleWitness struct {
+	provider.Provider
+	st             store.Store
+	titles, before atomic.Int32
+}
+
+func (w *titleWitness) Stream(ctx context.Context, req provider.Request, emit func(provider.Chunk)) error {
+	if req.Purpose == provider.PurposeTitle {
+		w.titles.Add(1)
+		msgs, err := w.st.ListMessages(ctx, req.SessionID)
+		if err != nil || !slices.ContainsFunc(msgs, func(mp opencode.MessageWithParts) bool { return mp.Info.Role == opencode.User }) {
+			w.before.Add(1)
+		}
+	}
+	return w.Provider.Stream(ctx, req, emit)
+}
+
+// TestTitleAfterDeliveryStored: the title request of a session's first
+// prompt waits for the prompt's delivery commit; when that commit fails,
+// the model is asked nothing until the delivery is stored on a retry.
+func TestTitleAfterDeliveryStored(t *testing.T) {
+	mem := memory.New()
+	st := &storetest.Failing{Store: mem}
+	w := &titleWitness{Provider: scripted.New(scripted.Config{Chunks: 3, Delay: 5 * time.Millisecond}), st: mem}
+	m := lifecycle.New(lifecycle.Config{Store: st, Bus: eventbus.New(), Provider: w,
+		ProviderID: scripted.ProviderID, ModelID: scripted.ModelID})
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first prompt's admission and delivery are one commit: it fails,
+	// nothing is admitted, and nothing may be asked of the model.
+	st.FailNext(func(_ string, b *store.Batch) bool {
+		return slices.ContainsFunc(b.Events, func(e *opencode.Event) bool { return e.Type == opencode.EvPrompted })
+	})
+	in := &opencode.Input{ID: identifier.NewMessage(), SessionID: s.ID, Delivery: opencode.Queue,
+		Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: "name this"}}}
+	var oe *opencode.Error
+	if _, _, err := m.Admit(ctx, in); !errors.As(err, &oe) || oe.Code != opencode.EUnavailable {
+		t.Fatalf("the failed admission got %v, want EUnavailable", err)
+	}
+	// The client retries; this time it is stored, and titled once.
+	if _, _, err := m.Admit(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Wait(ctx, s.ID, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, "the session to be titled", func() bool {
+		got, err := m.GetSession(ctx, s.ID)
+		return err == nil && got.Title == "name this"
+	})
+	if n, before := w.titles.Load(), w.before.Load(); n != 1 || before != 0 {
+		t.Errorf("%d title requests, %d of them before their prompt was stored; want 1, 0", n, before)
 	}
 }

@@ -109,11 +109,14 @@ type undoPoint struct {
 	turn    *turn
 	// userTurns and outputs: what the history holds for pruning.
 	userTurns, outputs int
+	// titling: a title request waits for the commit (see requestTitle).
+	titling bool
 }
 
 func (r *runner) undoPoint() undoPoint {
 	return undoPoint{lazy: r.lazy, pending: append([]*opencode.Input(nil), r.pending...), history: len(r.history),
-		sess: r.sess, resume: r.resume, turn: r.turn, userTurns: r.userTurns, outputs: len(r.toolOutputs)}
+		sess: r.sess, resume: r.resume, turn: r.turn, userTurns: r.userTurns, outputs: len(r.toolOutputs),
+		titling: r.titling}
 }
 
 // restore undoes what an admission started after its commit failed: the
@@ -136,6 +139,7 @@ func (r *runner) restore(s undoPoint) {
 	}
 	r.sess = s.sess
 	r.resume = s.resume
+	r.titling = s.titling // the failed commit's title request never went out
 }
 
 // admitError maps a failed admission commit.

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opencode-server/opencode-server/eventbus"
@@ -436,9 +437,18 @@ func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) e
 		if err != nil {
 			return err
 		}
+		// state: 0 handed over, 1 run (f started), 2 withdrawn (the caller
+		// gave up before f started: f never runs, so nothing it writes
+		// races with the caller).
+		var state atomic.Int32
+		fin := make(chan struct{})
 		c := command{done: make(chan struct{})}
-		ran := false
-		c.f = func() { ran = true; f(r) }
+		c.f = func() {
+			if state.CompareAndSwap(0, 1) {
+				defer close(fin)
+				f(r)
+			}
+		}
 		select {
 		case r.cmds <- c:
 		case <-r.done:
@@ -454,6 +464,22 @@ func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) e
 		select {
 		case <-c.done:
 			return nil
+		case <-ctx.Done():
+			if state.CompareAndSwap(0, 2) {
+				return ctx.Err() // withdrawn: f never runs
+			}
+			// f started: it runs no blocking I/O, so wait for it to end
+			// (its results are written then), not for its commit.
+			select {
+			case <-fin:
+			case <-r.done:
+			}
+			select {
+			case <-c.done:
+				return nil
+			default:
+				return ctx.Err()
+			}
 		case <-r.done:
 			// The runner may have run f just before exiting (delete does).
 			select {
@@ -461,6 +487,7 @@ func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) e
 				return nil
 			default:
 			}
+			ran := state.Load() == 1
 			if r.failure != nil && ran {
 				return r.exit // f ran, but what it did could not be stored
 			}

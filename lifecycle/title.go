@@ -12,8 +12,7 @@ import (
 // does on the first prompt of a root session, alongside the turn's first
 // model call: the title prompt as system (with the prompt's own system
 // text), then the question and the first message (all its parts) as user
-// messages. The
-// answer comes back to the runner (applyTitle).
+// messages. The answer comes back to the runner (applyTitle).
 func (r *runner) requestTitle(first provider.Message, userSystem string, turnModel opencode.MessageModel) {
 	model := r.m.smallModel(turnModel)
 	system := agent.TitlePrompt
@@ -31,23 +30,32 @@ func (r *runner) requestTitle(first provider.Message, userSystem string, turnMod
 	}
 	prov := r.m.providerFor(model)
 	r.titling = true
-	r.m.wg.Add(1)
-	go func() {
-		defer r.m.wg.Done()
-		var b strings.Builder
-		err := prov.Stream(r.m.ctx, req, func(c provider.Chunk) {
-			if c.Kind == provider.TextDelta {
-				b.WriteString(c.Text)
-			}
-		})
-		title := ""
-		if err == nil {
-			title = cleanTitle(b.String())
-		} else {
-			r.m.log.Warn("title request failed", "session", r.id, "err", err)
+	// The request goes out once the prompt that asks for it is stored,
+	// and only while this instance owns the session: a failed commit or a
+	// lost lease asks the model nothing.
+	r.outbox().then(func(int64) {
+		if !r.owned() {
+			r.titling = false
+			return
 		}
-		r.post(streamMsg{title: &title})
-	}()
+		r.m.wg.Add(1)
+		go func() {
+			defer r.m.wg.Done()
+			var b strings.Builder
+			err := prov.Stream(r.m.ctx, req, func(c provider.Chunk) {
+				if c.Kind == provider.TextDelta {
+					b.WriteString(c.Text)
+				}
+			})
+			title := ""
+			if err == nil {
+				title = cleanTitle(b.String())
+			} else {
+				r.m.log.Warn("title request failed", "session", r.id, "err", err)
+			}
+			r.post(streamMsg{title: &title})
+		}()
+	})
 }
 
 // applyTitle takes the small model's title, unless the session was named
