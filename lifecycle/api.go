@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/store"
 )
 
 // Admit admits one input on its session: durably, before it returns, and
@@ -65,11 +66,19 @@ func (m *Manager) admit(ctx context.Context, in *opencode.Input, onlyRunning boo
 		t := r.outbox()
 		if _, ferr := t.flush(); ferr != nil {
 			// Undone in memory as it is in the store: the runner goes on.
+			// Unless the store could not be reached: the write may have
+			// been made though its answer was lost, so the runner stops
+			// and is rebuilt from the store, which delivers what it holds.
 			r.restore(snap)
-			r.failure = nil
+			if !store.Unavailable(ferr) {
+				r.failure = nil
+			}
 			out, err = nil, admitError(ferr, in.ID)
 		}
 	})
+	if err != nil {
+		return nil, false, false, err // f ran: its own answer
+	}
 	if derr != nil {
 		return nil, false, false, derr
 	}

@@ -145,6 +145,6 @@ func (m *Manager) failedErr(id string) error {
 		return nil // none, or its pause is over: this request may try
 	}
 	secs := int(time.Until(f.next).Seconds()) + 1
-	return &opencode.Error{Code: opencode.EUnavailable, SessionID: id, Cause: f.err,
+	return &opencode.Error{Code: opencode.EUnavailable, SessionID: id, Cause: f.err, RetryAfter: secs,
 		Message: "Session " + id + " is stopped after failed writes to the store; it is retried in the background (next in " + strconv.Itoa(secs) + " s)"}
 }

@@ -509,3 +509,39 @@ func TestTitleAfterDeliveryStored(t *testing.T) {
 		t.Errorf("%d title requests, %d of them before their prompt was stored; want 1, 0", n, before)
 	}
 }
+
+// TestAdmissionAnswerLost: an admission whose commit was written but whose
+// answer was lost (the connection broke after the database committed) gets
+// a 503 that says it may be stored, and the stored input is delivered and
+// answered with no further client request: the runner, which undid it in
+// memory, is rebuilt from the store.
+func TestAdmissionAnswerLost(t *testing.T) {
+	mem := memory.New()
+	st := &storetest.Failing{Store: mem}
+	m := lifecycle.New(lifecycle.Config{Store: st, Bus: eventbus.New(), Provider: scripted.New(scripted.Config{Chunks: 2}),
+		ProviderID: scripted.ProviderID, ModelID: scripted.ModelID})
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.LoseNext(func(_ string, b *store.Batch) bool { return len(b.Admit) > 0 })
+	in := &opencode.Input{ID: identifier.NewMessage(), SessionID: s.ID, Delivery: opencode.Queue,
+		Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: "lost answer"}}}
+	var oe *opencode.Error
+	if _, _, err := m.Admit(ctx, in); !errors.As(err, &oe) || oe.Code != opencode.EUnavailable {
+		t.Fatalf("the admission got %v, want EUnavailable", err)
+	}
+	checkFor(t, 10*time.Second, "the stored input to be answered", func() bool {
+		msgs, err := mem.ListMessages(ctx, s.ID)
+		return err == nil && slices.ContainsFunc(msgs, func(mp opencode.MessageWithParts) bool {
+			return mp.Info.Role == opencode.Assistant && mp.Info.ParentID == in.ID && mp.Info.Time.Completed != nil
+		})
+	})
+	// The client's retry is the same admission.
+	if _, existed, err := m.Admit(ctx, in); err != nil || !existed {
+		t.Fatalf("the retry got existed=%v err=%v, want the stored admission", existed, err)
+	}
+}

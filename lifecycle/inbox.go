@@ -157,8 +157,15 @@ func admitError(err error, id string) error {
 	if errors.As(err, &oe) {
 		return err
 	}
-	// The store could not take the write: nothing was admitted; a retry
-	// with the same message ID is safe.
+	if store.Unavailable(err) {
+		// The store could not be reached: the write may have been made
+		// (see Manager.Admit); a retry with the same message ID is safe
+		// either way.
+		return &opencode.Error{Code: opencode.EUnavailable, MessageID: id,
+			Message: "Message " + id + " may not have been stored; retry the request with the same message ID", Cause: err}
+	}
+	// The store refused the write: nothing was admitted; a retry with the
+	// same message ID is safe.
 	return &opencode.Error{Code: opencode.EUnavailable, MessageID: id,
 		Message: "Message " + id + " could not be stored, nothing was admitted; retry the request", Cause: err}
 }

@@ -214,6 +214,12 @@ func (m *Manager) resume(ctx context.Context, id string) error {
 	if _, err := m.runner(ctx, id); err != nil {
 		return err
 	}
+	if m.failedErr(id) != nil {
+		// Stopped after failed writes: its runner, just started, clears
+		// that once it has read the store, or it is retried in the
+		// background (and logged there); nothing to say here.
+		return nil
+	}
 	// A session flagged open with nothing left to do (an older store,
 	// or a turn whose end was its last commit) is cleared.
 	return m.do(ctx, id, func(r *runner) {

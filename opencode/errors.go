@@ -36,7 +36,10 @@ type Error struct {
 	Resource  string
 	SessionID string
 	MessageID string
-	Cause     error
+	// RetryAfter is when a retry may succeed, in whole seconds (EUnavailable;
+	// 0: soon).
+	RetryAfter int
+	Cause      error
 }
 
 func (e *Error) Error() string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/store"
@@ -71,7 +72,7 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 	}
 	msg := oe.Message
 	if k.status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", strconv.Itoa(max(oe.RetryAfter, 1)))
 	}
 	if k.status >= 500 {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)

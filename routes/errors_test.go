@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,6 +47,8 @@ func TestErrorShapes(t *testing.T) {
 		{&opencode.Error{Code: opencode.EConflict, Message: "taken", MessageID: "msg_y"}, 409, "ConflictError", "ConflictError", map[string]any{"resource": "msg_y"}, false},
 		{&opencode.Error{Code: opencode.ERevoked, Message: "revoked", MessageID: "msg_y"}, 409, "MessageRevokedError", "ConflictError", map[string]any{"resource": "msg_y"}, false},
 		{&opencode.Error{Code: opencode.EUnavailable, Message: "retry", Cause: cause}, 503, "ServiceUnavailableError", "ServiceUnavailableError", nil, true},
+		// A session waiting for its background retry says when.
+		{&opencode.Error{Code: opencode.EUnavailable, Message: "retried in 7 s", RetryAfter: 7}, 503, "ServiceUnavailableError", "ServiceUnavailableError", nil, false},
 		{&opencode.Error{Code: opencode.ETooLarge, Message: "big"}, 413, "PayloadTooLargeError", "PayloadTooLargeError", nil, false},
 		{&opencode.Error{Code: opencode.ETooMany, Message: "many"}, 429, "TooManyRequestsError", "TooManyRequestsError", nil, false},
 		{&opencode.Error{Code: opencode.EForbidden, Message: "no"}, 403, "ForbiddenError", "ForbiddenError", nil, false},
@@ -63,8 +66,15 @@ func TestErrorShapes(t *testing.T) {
 			if rec.Code != c.status {
 				t.Errorf("%v on %s: status %d, want %d", c.err, path, rec.Code, c.status)
 			}
-			if ra := rec.Header().Get("Retry-After"); (c.status == 503) != (ra != "") {
-				t.Errorf("%v on %s: Retry-After %q", c.err, path, ra)
+			want := ""
+			if c.status == 503 {
+				want = "1"
+				if oe, ok := c.err.(*opencode.Error); ok && oe.RetryAfter > 0 {
+					want = strconv.Itoa(oe.RetryAfter)
+				}
+			}
+			if ra := rec.Header().Get("Retry-After"); ra != want {
+				t.Errorf("%v on %s: Retry-After %q, want %q", c.err, path, ra, want)
 			}
 			var body map[string]any
 			if err := json.Unmarshal(b, &body); err != nil {

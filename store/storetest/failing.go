@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/opencode-server/opencode-server/store"
@@ -17,6 +18,7 @@ type Failing struct {
 	store.Store
 	mu     sync.Mutex
 	match  func(sessionID string, b *store.Batch) bool
+	lost   bool
 	hits   int
 	down   bool
 	silent bool
@@ -46,6 +48,19 @@ func (f *Failing) FailNext(match func(sessionID string, b *store.Batch) bool) {
 	f.match = match
 }
 
+// LoseNext arms the store as FailNext does, except that the commit is
+// written and only its answer is lost (a connection that broke after the
+// database committed): it returns ErrAnswerLost.
+func (f *Failing) LoseNext(match func(sessionID string, b *store.Batch) bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.match, f.lost = match, true
+}
+
+// ErrAnswerLost is what a commit LoseNext armed returns: the store cannot
+// be reached (a deadline), though the write was made.
+var ErrAnswerLost = fmt.Errorf("storetest: the commit's answer was lost: %w", context.DeadlineExceeded)
+
 // Failed is how many commits were failed.
 func (f *Failing) Failed() int {
 	f.mu.Lock()
@@ -70,7 +85,15 @@ func (f *Failing) Commit(ctx context.Context, sessionID string, b *store.Batch) 
 	if f.match != nil && f.match(sessionID, b) {
 		f.match = nil
 		f.hits++
+		lost := f.lost
+		f.lost = false
 		f.mu.Unlock()
+		if lost {
+			if err := f.Store.Commit(ctx, sessionID, b); err != nil {
+				return err
+			}
+			return ErrAnswerLost
+		}
 		return ErrInjected
 	}
 	f.mu.Unlock()
