@@ -245,7 +245,7 @@ func TestLimitsSlowBody(t *testing.T) {
 			if _, err := conn.Write([]byte{body[i]}); err != nil {
 				break
 			}
-			time.Sleep(every)
+			time.Sleep(every) // the scenario: a client that sends a byte at a time
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -398,6 +398,7 @@ func TestLimitsStalledSSEClient(t *testing.T) {
 	addr := strings.TrimPrefix(base, "http://")
 	c := limClient(t)
 	ses := (&biClient{t: t, ts: &testserver.Server{URL: base}, c: c}).newSession()
+	subs := ts.Bus.Len() // the bus's subscribers before the two streams
 
 	// The stalled client: a raw connection with a tiny receive buffer that
 	// never reads after the request.
@@ -451,8 +452,9 @@ func TestLimitsStalledSSEClient(t *testing.T) {
 		}
 		counted <- result{n, fmt.Errorf("stream ended: %v", sc.Err())}
 	}()
-	// Wait until the reader is subscribed (server.connected was sent).
-	time.Sleep(100 * time.Millisecond)
+	// Both streams take the events from the first prompt on: wait until
+	// the bus has them both.
+	checkFor(t, 10*time.Second, "both /event streams on the bus", func() bool { return ts.Bus.Len() >= subs+2 })
 
 	for i := range prompts {
 		r := limDo(t, c, "POST", base+"/session/"+ses+"/message", textPrompt(""), nil)
