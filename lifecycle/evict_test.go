@@ -27,7 +27,7 @@ func TestIdleRunnerEviction(t *testing.T) {
 	var mu sync.Mutex
 	answered := map[string]string{}
 	for i := range 40 {
-		time.Sleep(time.Duration(rng.IntN(6)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(6)) * time.Millisecond) // the scenario: prompts spread around the 2 ms idle timeout
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

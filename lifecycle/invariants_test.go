@@ -251,7 +251,7 @@ func (fr *fuzzRun) play() {
 			defer wg.Done()
 			for range ops {
 				fr.op(r)
-				if d := r.IntN(8); d > 0 {
+				if d := r.IntN(8); d > 0 { // random pacing between operations (the scenario)
 					time.Sleep(time.Duration(d) * time.Millisecond / 2)
 				}
 			}
@@ -423,7 +423,7 @@ func (fr *fuzzRun) op(rng *rand.Rand) {
 			}
 		}
 		fr.mu.Unlock()
-	default:
+	default: // the operation "wait a little": lets turns move on between the others
 		time.Sleep(time.Duration(rng.IntN(6)) * time.Millisecond)
 	}
 }

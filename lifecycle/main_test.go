@@ -432,7 +432,7 @@ func (lr *liveRecorder) expect(t testing.TB, typ string, n int, why string) {
 	for lr.count(typ) < n && time.Now().Before(deadline) {
 		time.Sleep(2 * time.Millisecond)
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // not more than n: a bounded wait for one that must not come
 	if got := lr.count(typ); got != n {
 		t.Errorf("%s events: want %d (%s), got %d", typ, n, why, got)
 	}

@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -131,8 +132,9 @@ func TestWhatAClientSeesIsStored(t *testing.T) {
 			c.waitIdle(sid)
 			// An aborted turn.
 			c.must("POST", "/session/"+sid+"/prompt_async", v1Body("", `call:bash {"command":"sleep 5","description":"long"}`, ""), 204)
-			checkFor(t, 5*time.Second, "busy", func() bool { return srv.Manager.Status()[sid] == "busy" })
-			time.Sleep(50 * time.Millisecond)
+			checkFor(t, 5*time.Second, "the long bash call to run", func() bool {
+				return bytes.Contains(c.must("GET", "/session/"+sid+"/message", nil, 200).Body, []byte(`"status":"running"`))
+			})
 			c.must("POST", "/session/"+sid+"/abort", nil, 200)
 			c.waitIdle(sid)
 			c.must("POST", "/session/"+sid+"/message", v1Body("", "last words", ""), 200)
