@@ -188,9 +188,12 @@ func TestCloseDuringStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp := post(t, s, simple)
+	// Mid-stream: the reply has begun (100 chunks 50 ms apart).
+	if _, err := io.ReadFull(resp.Body, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(done) }()
-	time.Sleep(100 * time.Millisecond)
 	s.Close()
 	<-done
 	s.Close()

@@ -366,8 +366,10 @@ func TestCloseWithRequestInFlight(t *testing.T) {
 		}
 		errc <- err
 	}()
-	for s.Count() == 0 {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); s.Count() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the request did not reach the stub")
+		}
 	}
 	start := time.Now()
 	s.Close()
