@@ -274,8 +274,21 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("the frozen owner %s was not replaced\n%s", ownerName, logs())
 	}
 	t.Logf("frozen owner %s replaced by %s after %v", ownerName, other, time.Since(stopped).Round(time.Millisecond))
-	// Let the new owner continue the turn before the old one wakes.
-	time.Sleep(500 * time.Millisecond)
+	// Let the new owner continue the turn before the old one wakes: wait
+	// for a delta of it on the new owner's stream (what the frozen one
+	// published came through long before: a replacement takes a lease).
+	mark := len(watch.snapshot())
+	if !poll(30*time.Second, 20*time.Millisecond, func() bool {
+		for _, f := range watch.snapshot()[mark:] {
+			if e := frameEvent(f); e.Type == "session.next.text.delta" && strings.Contains(string(f.data), sid) {
+				return true
+			}
+		}
+		return false
+	}) {
+		_ = srvs[ownerName].signal(syscall.SIGCONT)
+		t.Fatalf("the new owner %s does not continue the turn\n%s", other, logs())
+	}
 	if err := srvs[ownerName].signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +306,7 @@ func TestScaleOut(t *testing.T) {
 	}) {
 		t.Fatalf("the session did not settle after the freeze\n%s", logs())
 	}
-	time.Sleep(time.Second) // anything the woken process would still send
+	time.Sleep(time.Second) // a bounded wait for what the woken process must not send
 	checkDeliveredOnce(t, cls[other], sid, []string{msgA, msgB, msgC, msgD}, msgD)
 	// Every event the woken instance showed after it was frozen is one
 	// the new owner published (the watcher saw it too): the old runner

@@ -360,7 +360,7 @@ func (ct *crashTest) load(cycle int, cl *client, srv *server) int {
 				default:
 				}
 				w.step()
-				time.Sleep(time.Duration(w.rng.IntN(6000)) * time.Microsecond)
+				time.Sleep(time.Duration(w.rng.IntN(6000)) * time.Microsecond) // the load's random pacing
 			}
 		}()
 	}
@@ -434,7 +434,7 @@ func (ct *crashTest) load(cycle int, cl *client, srv *server) int {
 		}
 	}()
 
-	time.Sleep(time.Until(start.Add(killAfter)))
+	time.Sleep(time.Until(start.Add(killAfter))) // the scenario: the kill at a random moment of the load
 	srv.kill()
 	ct.killedAt = time.Now()
 	close(stop)

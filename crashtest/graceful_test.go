@@ -295,6 +295,9 @@ func TestSecondSignal(t *testing.T) {
 	body := fmt.Sprintf(`{"messageID":%q,"parts":[{"type":"text","text":"never finished"}]}`, msg)
 	fmt.Fprintf(conn, "POST /session/%s/prompt_async HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		sid, u.Host, len(body), body[:len(body)/2])
+	// Nothing outside the server shows that its handler has taken the
+	// headers and is reading the body: give it a moment. Too short a moment
+	// makes the shutdown quick, and the test skips below instead of failing.
 	time.Sleep(200 * time.Millisecond)
 
 	if err := srv.signal(syscall.SIGTERM); err != nil {
