@@ -363,7 +363,9 @@ func TestTUICommands(t *testing.T) {
 		}
 		return nil
 	})
-	// /undo puts the prompt back in the input; clear it, then /redo.
+	// /undo puts the prompt back in the input; clear it, then /redo. The
+	// keys are paced: nothing on the screen tells for sure that the TUI
+	// has taken one.
 	time.Sleep(300 * time.Millisecond)
 	x.must("send-keys", "-t", x.target, "C-u")
 	time.Sleep(300 * time.Millisecond)
@@ -381,12 +383,14 @@ func TestTUICommands(t *testing.T) {
 	// Close the picker, then clear the input (the TUI needs a moment for
 	// each key).
 	x.must("send-keys", "-t", x.target, "Escape")
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // no sign on the screen that the key was taken: pace the next one
 	x.must("send-keys", "-t", x.target, "C-u")
-	time.Sleep(300 * time.Millisecond)
-	if s := x.screen(); strings.Contains(s, "look at @READ") {
-		t.Fatalf("the input was not cleared:\n%s", s)
-	}
+	checkFor(t, 5*time.Second, 100*time.Millisecond, func() error {
+		if s := x.screen(); strings.Contains(s, "look at @READ") {
+			return fmt.Errorf("the input was not cleared:\n%s", s)
+		}
+		return nil
+	})
 
 	x.typeLine("/compact")
 	x.waitScreen(30*time.Second, "Compaction · Stub Model")
