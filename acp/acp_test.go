@@ -724,7 +724,7 @@ func TestSteerAtTurnEnd(t *testing.T) {
 	for i := 0; i < 80 && (injected < 3 || required < 3); i++ {
 		sid := c.newSession(srv.Directory)
 		pid, ch := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt(fmt.Sprintf("turn %d", i))})
-		time.Sleep(time.Duration(i*3) * time.Millisecond)
+		time.Sleep(time.Duration(i*3) * time.Millisecond) // the sweep: the steer 3 ms later each round
 		steerText := fmt.Sprintf("steer %d", i)
 		sidReq, sch := c.request("_session/steering", steerParams(sid, steerText, true))
 		sm := c.wait(sch, "steer")

@@ -49,7 +49,7 @@ func TestStuckSubscriberNotAwaited(t *testing.T) {
 	}
 	go func() {
 		e := <-stuck.C
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the scenario: it acknowledges, but 20 ms late
 		stuck.Ack(e.Pos)
 	}()
 	if d := wait(); d < 20*time.Millisecond {
@@ -72,7 +72,7 @@ func TestWaitOnlyForThoseWhoReceive(t *testing.T) {
 	pos := b.Publish(&opencode.Event{Type: "x", SessionID: "ses_a"})
 	go func() {
 		e := <-mine.C
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the scenario: a writer a little slow to acknowledge
 		mine.Ack(e.Pos)
 	}()
 	start := time.Now()

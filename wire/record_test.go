@@ -184,6 +184,8 @@ func warmUp(t *testing.T, tg target) {
 		}
 		t.Logf("warm-up: v2 prompt %d ran no turn; again", i+1)
 	}
+	// A margin beyond settle's second of quiet for the warm-up's
+	// stragglers: the real server shows no sign that it is done with them.
 	time.Sleep(2 * time.Second)
 	r.settle()
 }

@@ -528,7 +528,7 @@ func (r *run) replay(sid string, want int) []frame {
 		case <-time.After(time.Until(deadline)):
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // the grace: a bounded wait for extra frames, which would be a difference
 	return s.close()
 }
 
