@@ -167,10 +167,11 @@ const leakEnv = "OPENCODE_TESTSERVER_LEAK_CHECK"
 // done, a serial test's parallel subtests only after its body returned).
 // t.Setenv tells them apart: it panics in a parallel test or one with a
 // parallel parent, and once called it makes a later t.Parallel panic, so a
-// test cannot become parallel after the snapshot. Parallel tests (and
-// benchmarks) are left to the package's TestMain check (goleak), which
-// every package using testserver has: it catches the same leaks, only
-// without naming the test.
+// test cannot become parallel after the snapshot. Parallel tests, and
+// servers of a benchmark or a fuzz test (a testing.B or testing.F, whose
+// server outlives many runs), are left to the package's TestMain check
+// (goleak), which every package using testserver has: it catches the same
+// leaks, only without naming the test.
 func leakCheck(t testing.TB) func() {
 	tt, ok := t.(*testing.T)
 	if !ok || !serial(tt) {
