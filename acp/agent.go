@@ -18,19 +18,18 @@ import (
 	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/identifier"
-	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // Core is what the ACP agent needs of the lifecycle (lifecycle.Manager).
 type Core interface {
-	CreateSession(ctx context.Context, opts lifecycle.SessionOptions) (opencode.Session, bool, error)
+	CreateSession(ctx context.Context, opts opencode.SessionOptions) (opencode.Session, bool, error)
 	GetSession(ctx context.Context, id string) (opencode.Session, error)
 	ListSessions(ctx context.Context) ([]opencode.Session, error)
 	DeleteSession(ctx context.Context, id string) error
 	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)
 	AdmitIfRunning(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, bool, error)
-	Wait(ctx context.Context, sessionID, messageID string) (lifecycle.Result, error)
+	Wait(ctx context.Context, sessionID, messageID string) (opencode.Result, error)
 	Abort(ctx context.Context, sessionID string) error
 	Revoke(ctx context.Context, sessionID, messageID string) (bool, error)
 	Replace(ctx context.Context, sessionID, messageID string, delivery *opencode.Delivery, parts []opencode.Part) (*opencode.Input, error)
@@ -40,7 +39,7 @@ type Core interface {
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
 	ReplyPermission(ctx context.Context, requestID, reply string) error
-	Flushed(ctx context.Context, res lifecycle.Result, sessionID string)
+	Flushed(ctx context.Context, res opencode.Result, sessionID string)
 }
 
 // Options configure Serve.
@@ -463,7 +462,7 @@ func (a *Agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 	if !filepath.IsAbs(dir) {
 		return nil, invalid("cwd must be an absolute path")
 	}
-	s, _, err := a.core.CreateSession(ctx, lifecycle.SessionOptions{ID: a.ids.NewSession(), Minted: true, Directory: dir})
+	s, _, err := a.core.CreateSession(ctx, opencode.SessionOptions{ID: a.ids.NewSession(), Minted: true, Directory: dir})
 	if err != nil {
 		return nil, coreError(err)
 	}

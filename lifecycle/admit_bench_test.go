@@ -8,7 +8,6 @@ import (
 
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/testserver"
-	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -65,7 +64,7 @@ func BenchmarkAdmitParallel(b *testing.B) {
 			ctx := context.Background()
 			var ids []string
 			for range 8 {
-				s, _, err := srv.Manager.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+				s, _, err := srv.Manager.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -92,7 +91,7 @@ func BenchmarkAdmitParallel(b *testing.B) {
 func benchSession(b *testing.B, sqlite bool) (*testserver.Server, opencode.Session) {
 	b.Helper()
 	srv := testserver.Start(b, testserver.Options{SQLite: sqlite})
-	s, _, err := srv.Manager.CreateSession(context.Background(), lifecycle.SessionOptions{ID: identifier.NewSession()})
+	s, _, err := srv.Manager.CreateSession(context.Background(), opencode.SessionOptions{ID: identifier.NewSession()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -110,30 +110,19 @@ func (m *Manager) resolveInput(ctx context.Context, in *opencode.Input) error {
 	return nil
 }
 
-// Result is what a blocking prompt answers: the last assistant message of
-// the turn the input was delivered into.
-type Result struct {
-	Message opencode.MessageWithParts
-	// Pos is the bus position of the turn's last event; pass it to Flushed
-	// before answering so SSE clients have seen the whole turn.
-	Pos int64
-	// Directory is the session's, for Flushed to find its streams.
-	Directory string
-}
-
 // Wait blocks until the turn that input messageID was delivered into ends.
 // A revoked input answers at once with an ERevoked error.
-func (m *Manager) Wait(ctx context.Context, sessionID, messageID string) (Result, error) {
+func (m *Manager) Wait(ctx context.Context, sessionID, messageID string) (opencode.Result, error) {
 	var ch chan waitResult
 	var dir string
 	if err := m.do(ctx, sessionID, func(r *runner) { ch, dir = r.wait(messageID), r.sess.Directory }); err != nil {
-		return Result{}, err
+		return opencode.Result{}, err
 	}
 	select {
 	case res := <-ch:
-		return Result{Message: res.msg, Pos: res.pos, Directory: dir}, res.err
+		return opencode.Result{Message: res.msg, Pos: res.pos, Directory: dir}, res.err
 	case <-ctx.Done():
-		return Result{}, ctx.Err()
+		return opencode.Result{}, ctx.Err()
 	}
 }
 

@@ -95,14 +95,14 @@ func (m *Manager) Owner(ctx context.Context, id string) (string, error) {
 func (m *Manager) relay(e *opencode.Event) {
 	switch e.Type {
 	case opencode.EvPermissionAsked:
-		var req PermissionRequest
+		var req opencode.PermissionRequest
 		if json.Unmarshal(e.Data, &req) == nil && req.ID != "" {
 			m.mu.Lock()
 			m.remotePerms[req.ID] = req
 			m.mu.Unlock()
 		}
 	case opencode.EvQuestionAsked:
-		var req QuestionRequest
+		var req opencode.QuestionRequest
 		if json.Unmarshal(e.Data, &req) == nil && req.ID != "" {
 			m.mu.Lock()
 			m.remoteQuestions[req.ID] = req

@@ -16,13 +16,6 @@ const compactionAgent = "compaction"
 // view after a summary: the summary answers it.
 const compactionQuestion = "What did we do so far?"
 
-// CompactInput is a summarize request (`/compact`): queued, so it runs as
-// its own turn once the session is idle, with the model that summarizes.
-func CompactInput(sessionID, messageID, partID string, model *opencode.MessageModel, auto bool) *opencode.Input {
-	return &opencode.Input{ID: messageID, SessionID: sessionID, Delivery: opencode.Queue, Compact: true, Model: model,
-		Parts: []opencode.Part{{ID: partID, Type: opencode.PartCompaction, Auto: auto}}}
-}
-
 // isCompaction reports whether a stored message is a compaction request.
 func isCompaction(mp opencode.MessageWithParts) bool {
 	if mp.Info.Role != opencode.User {
@@ -113,7 +106,7 @@ func (m *Manager) overflow(model opencode.MessageModel, u provider.Usage) bool {
 // summarizes the conversation, and later model calls start from the
 // summary instead of the whole history.
 func (r *runner) autoCompact(t *outbox, model opencode.MessageModel) {
-	in := CompactInput(r.id, r.m.ids.NewMessage(), r.m.ids.NewPart(), &model, true)
+	in := opencode.CompactInput(r.id, r.m.ids.NewMessage(), r.m.ids.NewPart(), &model, true)
 	in.Minted = true
 	if _, _, err := r.admit(in); err != nil {
 		r.m.log.Warn("automatic compaction not queued", "session", r.id, "err", err)

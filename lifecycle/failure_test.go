@@ -53,7 +53,7 @@ func TestFailedCommitStopsCleanly(t *testing.T) {
 			defer m.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+			s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,7 +244,7 @@ func TestEveryCommitKindFailsCleanly(t *testing.T) {
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+			s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -316,7 +316,7 @@ func TestStoreOutageRecoversAlone(t *testing.T) {
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestSilentStoreBounded(t *testing.T) {
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +428,7 @@ func TestSequenceDriftStopsRunner(t *testing.T) {
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +479,7 @@ func TestTitleAfterDeliveryStored(t *testing.T) {
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +523,7 @@ func TestAdmissionAnswerLost(t *testing.T) {
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestInjectedIDs(t *testing.T) {
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestColdCommandsSkipHistory(t *testing.T) {
 		ProviderID: scripted.ProviderID, ModelID: scripted.ModelID, IdleTimeout: time.Millisecond})
 	defer m.Close()
 	ctx := context.Background()
-	s, _, err := m.CreateSession(ctx, lifecycle.SessionOptions{ID: identifier.NewSession()})
+	s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,8 +117,8 @@ type Manager struct {
 	loading map[string]chan struct{}
 	// remotePerms and remoteQuestions are the pending asks of sessions
 	// other instances run (cluster mode).
-	remotePerms     map[string]PermissionRequest
-	remoteQuestions map[string]QuestionRequest
+	remotePerms     map[string]opencode.PermissionRequest
+	remoteQuestions map[string]opencode.QuestionRequest
 	cl              store.Cluster
 	asks            map[string]*pendingAsk
 	// questions are the question tool calls waiting for the user.
@@ -164,7 +164,7 @@ func New(cfg Config) *Manager {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{}, loading: map[string]chan struct{}{}, cl: cfg.Cluster,
-		remotePerms: map[string]PermissionRequest{}, remoteQuestions: map[string]QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
+		remotePerms: map[string]opencode.PermissionRequest{}, remoteQuestions: map[string]opencode.QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 	if m.cl != nil {
 		m.cl.Attach(store.Hooks{Deliver: m.relay, Lost: m.lost, Reset: m.bus.Reset, Mark: m.mark})
@@ -536,25 +536,9 @@ func mapStoreErr(err error, sessionID string) error {
 	return err
 }
 
-// SessionOptions are the fields of a new session.
-type SessionOptions struct {
-	// ID is the session ID, minted by the caller (routes) or chosen by the client.
-	ID string
-	// Minted: the caller minted ID just now, so no session can have it
-	// (the create skips that read; the commit still checks).
-	Minted     bool
-	ParentID   string
-	Title      string
-	Agent      string
-	Model      *opencode.ModelRef
-	Directory  string
-	Permission []byte
-	Metadata   []byte
-}
-
 // CreateSession stores a new session and publishes session.created. If a
 // session with opts.ID exists it is returned unchanged with created=false.
-func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (s opencode.Session, created bool, err error) {
+func (m *Manager) CreateSession(ctx context.Context, opts opencode.SessionOptions) (s opencode.Session, created bool, err error) {
 	if !opts.Minted {
 		if existing, err := m.store.GetSession(ctx, opts.ID); err == nil {
 			return existing, false, nil
@@ -619,16 +603,8 @@ func (m *Manager) ListSessions(ctx context.Context) ([]opencode.Session, error) 
 	return all, nil
 }
 
-// SessionPatch is a PATCH /session/{id} body.
-type SessionPatch struct {
-	Title      *string
-	Metadata   []byte
-	Permission []byte
-	Archived   *float64
-}
-
 // UpdateSession applies p on the session's runner and publishes session.updated.
-func (m *Manager) UpdateSession(ctx context.Context, id string, p SessionPatch) (opencode.Session, error) {
+func (m *Manager) UpdateSession(ctx context.Context, id string, p opencode.SessionPatch) (opencode.Session, error) {
 	var out opencode.Session
 	var err error
 	if derr := m.do(ctx, id, func(r *runner) { out, err = r.update(p) }); derr != nil {
@@ -696,7 +672,7 @@ func (m *Manager) Subscribe(buf int, filter func(*opencode.Event) bool) *eventbu
 // In a cluster the streams of every other live instance are waited for
 // too (the client's event stream may be on any of them): see
 // store.Cluster.Flush.
-func (m *Manager) Flushed(ctx context.Context, res Result, sessionID string) {
+func (m *Manager) Flushed(ctx context.Context, res opencode.Result, sessionID string) {
 	m.bus.WaitDelivered(ctx, res.Pos, &opencode.Event{SessionID: sessionID, Directory: res.Directory, Durable: true})
 	if m.cl != nil {
 		m.cl.Flush(ctx, sessionID, res.Directory)
@@ -723,12 +699,9 @@ func (m *Manager) publish(e *opencode.Event) int64 {
 	return pos
 }
 
-// PageQuery selects a page of messages (store.PageQuery).
-type PageQuery = store.PageQuery
-
 // MessagesPage reads one page of a session's messages (see
 // store.MessagesPage); an unknown anchor is an EInvalid error.
-func (m *Manager) MessagesPage(ctx context.Context, sessionID string, q PageQuery) ([]opencode.MessageWithParts, error) {
+func (m *Manager) MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error) {
 	if _, err := m.GetSession(ctx, sessionID); err != nil {
 		return nil, err
 	}

@@ -44,35 +44,18 @@ func evaluate(rulesets [][]Rule, permission, pattern string) string {
 // ParseRules reads OpenCode's permission config (see agent.ParseRules).
 func ParseRules(raw json.RawMessage) ([]Rule, error) { return agent.ParseRules(raw) }
 
-// PermissionRequest is OpenCode's PermissionRequest.
-type PermissionRequest struct {
-	ID         string          `json:"id"`
-	SessionID  string          `json:"sessionID"`
-	Permission string          `json:"permission"`
-	Patterns   []string        `json:"patterns"`
-	Metadata   map[string]any  `json:"metadata"`
-	Always     []string        `json:"always"`
-	Tool       *PermissionTool `json:"tool,omitempty"`
-}
-
-// PermissionTool names the tool call that asks.
-type PermissionTool struct {
-	MessageID string `json:"messageID"`
-	CallID    string `json:"callID"`
-}
-
 // pendingAsk is an ask waiting for a reply; reply gets "once", "always"
 // or "reject" exactly once.
 type pendingAsk struct {
-	req   PermissionRequest
+	req   opencode.PermissionRequest
 	reply chan string
 }
 
 // Permissions lists the pending permission requests of all sessions.
-func (m *Manager) Permissions() []PermissionRequest {
+func (m *Manager) Permissions() []opencode.PermissionRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]PermissionRequest, 0, len(m.asks)+len(m.remotePerms))
+	out := make([]opencode.PermissionRequest, 0, len(m.asks)+len(m.remotePerms))
 	for _, a := range m.asks {
 		out = append(out, a.req)
 	}
@@ -118,9 +101,9 @@ func (r *runner) ask(call *toolRun, permission string, patterns []string) (strin
 	if action == "allow" {
 		return "allow", nil
 	}
-	req := PermissionRequest{ID: r.m.ids.Ascending(identifier.Permission), SessionID: r.id, Permission: permission,
+	req := opencode.PermissionRequest{ID: r.m.ids.Ascending(identifier.Permission), SessionID: r.id, Permission: permission,
 		Patterns: patterns, Metadata: map[string]any{}, Always: patterns,
-		Tool: &PermissionTool{MessageID: call.messageID, CallID: call.callID}}
+		Tool: &opencode.PermissionTool{MessageID: call.messageID, CallID: call.callID}}
 	a := &pendingAsk{req: req, reply: make(chan string, 1)}
 	r.m.mu.Lock()
 	r.m.asks[req.ID] = a

@@ -9,15 +9,6 @@ import (
 	"github.com/opencode-server/opencode-server/tool"
 )
 
-// QuestionRequest is a question tool call waiting for the user (OpenCode's
-// QuestionRequest, the payload of question.asked and GET /question).
-type QuestionRequest struct {
-	ID        string              `json:"id"`
-	SessionID string              `json:"sessionID"`
-	Questions []tool.QuestionInfo `json:"questions"`
-	Tool      *PermissionTool     `json:"tool,omitempty"`
-}
-
 // questionReply is the user's answers, or a dismissal.
 type questionReply struct {
 	answers  [][]string
@@ -25,7 +16,7 @@ type questionReply struct {
 }
 
 type pendingQuestion struct {
-	req   QuestionRequest
+	req   opencode.QuestionRequest
 	reply chan questionReply
 }
 
@@ -33,14 +24,14 @@ type pendingQuestion struct {
 // questions to the user.
 type questionAsk struct {
 	callID    string
-	questions []tool.QuestionInfo
+	questions []opencode.QuestionInfo
 	resp      chan chan questionReply
 }
 
 // askFunc is the tool.Call.Ask of a call on step n: the question goes to
 // the runner (question.asked), the answer comes from the reply route.
-func (r *runner) askFunc(n int64, callID string) func(context.Context, []tool.QuestionInfo) ([][]string, error) {
-	return func(ctx context.Context, qs []tool.QuestionInfo) ([][]string, error) {
+func (r *runner) askFunc(n int64, callID string) func(context.Context, []opencode.QuestionInfo) ([][]string, error) {
+	return func(ctx context.Context, qs []opencode.QuestionInfo) ([][]string, error) {
 		q := &questionAsk{callID: callID, questions: qs, resp: make(chan chan questionReply, 1)}
 		r.post(streamMsg{step: n, question: q})
 		var reply chan questionReply
@@ -71,8 +62,8 @@ func (r *runner) onQuestion(st *step, q *questionAsk) {
 		q.resp <- nil
 		return
 	}
-	req := QuestionRequest{ID: r.m.ids.Ascending(identifier.Question), SessionID: r.id, Questions: q.questions,
-		Tool: &PermissionTool{MessageID: c.messageID, CallID: c.callID}}
+	req := opencode.QuestionRequest{ID: r.m.ids.Ascending(identifier.Question), SessionID: r.id, Questions: q.questions,
+		Tool: &opencode.PermissionTool{MessageID: c.messageID, CallID: c.callID}}
 	pq := &pendingQuestion{req: req, reply: make(chan questionReply, 1)}
 	r.m.mu.Lock()
 	r.m.questions[req.ID] = pq
@@ -82,10 +73,10 @@ func (r *runner) onQuestion(st *step, q *questionAsk) {
 }
 
 // Questions is GET /question: every pending question, oldest first.
-func (m *Manager) Questions() []QuestionRequest {
+func (m *Manager) Questions() []opencode.QuestionRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]QuestionRequest, 0, len(m.questions)+len(m.remoteQuestions))
+	out := make([]opencode.QuestionRequest, 0, len(m.questions)+len(m.remoteQuestions))
 	for _, q := range m.questions {
 		out = append(out, q.req)
 	}

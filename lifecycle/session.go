@@ -8,7 +8,7 @@ import (
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
-func (r *runner) update(p SessionPatch) (opencode.Session, error) {
+func (r *runner) update(p opencode.SessionPatch) (opencode.Session, error) {
 	s := r.sess
 	if p.Title != nil {
 		s.Title = *p.Title

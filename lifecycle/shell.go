@@ -8,19 +8,6 @@ import (
 	"github.com/opencode-server/opencode-server/provider"
 )
 
-// ShellNote is the text of a shell command's user message, as OpenCode
-// stores it (a synthetic part: the command itself is the tool part).
-const ShellNote = "The following tool was executed by the user"
-
-// ShellInput is the input of a command the user typed (`!cmd`): queued, so
-// it runs as its own turn (after a running one, where OpenCode refuses),
-// with a synthetic user message and a bash call instead of a model call.
-func ShellInput(sessionID, messageID, partID, command, agent string, model *opencode.MessageModel) *opencode.Input {
-	return &opencode.Input{ID: messageID, SessionID: sessionID, Delivery: opencode.Queue, Shell: command,
-		Agent: agent, Model: model, Parts: []opencode.Part{{ID: partID, Type: opencode.PartText,
-			Text: ShellNote, Synthetic: true}}}
-}
-
 // startShellStep opens the assistant message of a shell turn and runs the
 // command as a bash tool call in it.
 func (r *runner) startShellStep(command string) {

@@ -45,7 +45,7 @@ func (m *Manager) runSubtask(ctx context.Context, parent opencode.Session, model
 		rules := childRules(parent, a)
 		perm, _ := json.Marshal(rules)
 		var err error
-		child, _, err = m.CreateSession(context.WithoutCancel(ctx), SessionOptions{ID: m.ids.NewSession(), Minted: true,
+		child, _, err = m.CreateSession(context.WithoutCancel(ctx), opencode.SessionOptions{ID: m.ids.NewSession(), Minted: true,
 			ParentID: parent.ID, Title: t.Description + " (@" + a.Name + " subagent)", Agent: a.Name,
 			Directory: parent.Directory, Permission: perm})
 		if err != nil {

@@ -133,3 +133,23 @@ func (in *Input) Admitted() Admitted {
 	}
 	return a
 }
+
+// ShellNote is the text of a shell command's user message, as OpenCode
+// stores it (a synthetic part: the command itself is the tool part).
+const ShellNote = "The following tool was executed by the user"
+
+// ShellInput is the input of a command the user typed (`!cmd`): queued, so
+// it runs as its own turn (after a running one, where OpenCode refuses),
+// with a synthetic user message and a bash call instead of a model call.
+func ShellInput(sessionID, messageID, partID, command, agent string, model *MessageModel) *Input {
+	return &Input{ID: messageID, SessionID: sessionID, Delivery: Queue, Shell: command,
+		Agent: agent, Model: model, Parts: []Part{{ID: partID, Type: PartText,
+			Text: ShellNote, Synthetic: true}}}
+}
+
+// CompactInput is a summarize request (`/compact`): queued, so it runs as
+// its own turn once the session is idle, with the model that summarizes.
+func CompactInput(sessionID, messageID, partID string, model *MessageModel, auto bool) *Input {
+	return &Input{ID: messageID, SessionID: sessionID, Delivery: Queue, Compact: true, Model: model,
+		Parts: []Part{{ID: partID, Type: PartCompaction, Auto: auto}}}
+}

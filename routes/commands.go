@@ -14,7 +14,6 @@ import (
 
 	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/config"
-	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -311,7 +310,7 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	in := lifecycle.ShellInput(id, mid, s.ids.NewPart(), b.Command, b.Agent, b.Model)
+	in := opencode.ShellInput(id, mid, s.ids.NewPart(), b.Command, b.Agent, b.Model)
 	in.Minted = minted
 	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
 		return err

@@ -4,9 +4,7 @@ import (
 	"context"
 
 	"github.com/opencode-server/opencode-server/agent"
-
 	"github.com/opencode-server/opencode-server/eventbus"
-	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/snapshot"
 	"github.com/opencode-server/opencode-server/tool"
@@ -17,10 +15,10 @@ import (
 // (as wtf's http.Server holds service interfaces).
 type Core interface {
 	// Sessions.
-	CreateSession(ctx context.Context, opts lifecycle.SessionOptions) (opencode.Session, bool, error)
+	CreateSession(ctx context.Context, opts opencode.SessionOptions) (opencode.Session, bool, error)
 	GetSession(ctx context.Context, id string) (opencode.Session, error)
 	ListSessions(ctx context.Context) ([]opencode.Session, error)
-	UpdateSession(ctx context.Context, id string, p lifecycle.SessionPatch) (opencode.Session, error)
+	UpdateSession(ctx context.Context, id string, p opencode.SessionPatch) (opencode.Session, error)
 	DeleteSession(ctx context.Context, id string) error
 	Fork(ctx context.Context, sessionID, messageID string) (opencode.Session, error)
 	// SessionStatus is the status of every session with a running turn
@@ -32,7 +30,7 @@ type Core interface {
 
 	// Input: admission, the inbox, turns.
 	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)
-	Wait(ctx context.Context, sessionID, messageID string) (lifecycle.Result, error)
+	Wait(ctx context.Context, sessionID, messageID string) (opencode.Result, error)
 	WaitIdle(ctx context.Context, sessionID string) error
 	Abort(ctx context.Context, sessionID string) error
 	Inbox(ctx context.Context, sessionID string) ([]*opencode.Input, error)
@@ -46,7 +44,7 @@ type Core interface {
 
 	// Messages and the log.
 	Messages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error)
-	MessagesPage(ctx context.Context, sessionID string, q lifecycle.PageQuery) ([]opencode.MessageWithParts, error)
+	MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error)
 	Message(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error)
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
@@ -56,17 +54,15 @@ type Core interface {
 	// AskSession is the session of a permission or question request
 	// another instance asked ("" if none).
 	AskSession(requestID string) string
-	Flushed(ctx context.Context, res lifecycle.Result, sessionID string)
+	Flushed(ctx context.Context, res opencode.Result, sessionID string)
 
 	// Permissions, revert and diffs.
-	Permissions() []lifecycle.PermissionRequest
+	Permissions() []opencode.PermissionRequest
 	ReplyPermission(ctx context.Context, requestID, reply string) error
-	Questions() []lifecycle.QuestionRequest
+	Questions() []opencode.QuestionRequest
 	ReplyQuestion(ctx context.Context, requestID string, answers [][]string, reject bool) error
 	Revert(ctx context.Context, sessionID, messageID, partID string) (opencode.Session, error)
 	Unrevert(ctx context.Context, sessionID string) (opencode.Session, error)
 	SessionDiff(ctx context.Context, sessionID, messageID string) ([]snapshot.FileDiff, error)
 	Todos(ctx context.Context, sessionID string) ([]tool.Todo, error)
 }
-
-var _ Core = (*lifecycle.Manager)(nil)

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/opencode-server/opencode-server/identifier"
-	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -76,7 +75,7 @@ func (s *Server) summarize(w http.ResponseWriter, r *http.Request) error {
 	if !s.m.HasModel(b.ProviderID, b.ModelID) {
 		return badRequest("Payload", "modelID", "Model not found: "+b.ProviderID+"/"+b.ModelID)
 	}
-	in := lifecycle.CompactInput(id, s.ids.NewMessage(), s.ids.NewPart(), &opencode.MessageModel{ProviderID: b.ProviderID, ModelID: b.ModelID}, b.Auto)
+	in := opencode.CompactInput(id, s.ids.NewMessage(), s.ids.NewPart(), &opencode.MessageModel{ProviderID: b.ProviderID, ModelID: b.ModelID}, b.Auto)
 	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
 		return err
 	}

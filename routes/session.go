@@ -14,7 +14,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/opencode-server/opencode-server/identifier"
-	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -201,7 +200,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if b.Metadata, b.Permission, err = checkSessionFields(b.Metadata, b.Permission); err != nil {
 		return err
 	}
-	sess, _, err := s.m.CreateSession(detach(r.Context()), lifecycle.SessionOptions{
+	sess, _, err := s.m.CreateSession(detach(r.Context()), opencode.SessionOptions{
 		ID: s.ids.NewSession(), Minted: true, ParentID: b.ParentID, Title: b.Title, Agent: b.Agent, Model: b.Model,
 		Directory: s.directory(r), Permission: b.Permission, Metadata: b.Metadata})
 	if err != nil {
@@ -352,7 +351,7 @@ func (s *Server) patchSession(w http.ResponseWriter, r *http.Request) error {
 	if b.Metadata, b.Permission, err = checkSessionFields(b.Metadata, b.Permission); err != nil {
 		return err
 	}
-	p := lifecycle.SessionPatch{Title: b.Title, Metadata: b.Metadata, Permission: b.Permission}
+	p := opencode.SessionPatch{Title: b.Title, Metadata: b.Metadata, Permission: b.Permission}
 	if b.Time != nil {
 		p.Archived = b.Time.Archived
 	}
@@ -414,7 +413,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) error {
 	}
 	// The last limit messages (before a message, with ?before=), oldest
 	// first: only that page is read.
-	pq := lifecycle.PageQuery{Before: true, Limit: limit}
+	pq := opencode.PageQuery{Before: true, Limit: limit}
 	if before := q.Get("before"); before != "" {
 		pq.Anchor = before
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/opencode-server/opencode-server/identifier"
-	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -105,7 +104,7 @@ func (s *Server) v2CreateSession(w http.ResponseWriter, r *http.Request) error {
 		}
 		dir = filepath.Clean(b.Location.Directory)
 	}
-	sess, _, err := s.m.CreateSession(detach(r.Context()), lifecycle.SessionOptions{ID: id, Minted: minted, Agent: b.Agent, Model: b.Model, Directory: dir})
+	sess, _, err := s.m.CreateSession(detach(r.Context()), opencode.SessionOptions{ID: id, Minted: minted, Agent: b.Agent, Model: b.Model, Directory: dir})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -102,7 +101,7 @@ func (s *Server) v2Messages(w http.ResponseWriter, r *http.Request) error {
 	if order != "" && order != "asc" && order != "desc" {
 		return badRequest("Query", "order", "Expected \"asc\" or \"desc\" at [\"order\"]")
 	}
-	pq := lifecycle.PageQuery{Limit: limit}
+	pq := opencode.PageQuery{Limit: limit}
 	if v := q.Get("cursor"); v != "" {
 		if order != "" {
 			return badRequest("Query", "cursor", "Do not combine cursor with order")

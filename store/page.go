@@ -1,10 +1,14 @@
 package store
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
 
 // Page cuts one page out of items in ascending order, as MessagesPage
 // describes; id names an item. Stores that cannot seek use it.
-func Page[T any](items []T, q PageQuery, id func(T) string) ([]T, error) {
+func Page[T any](items []T, q opencode.PageQuery, id func(T) string) ([]T, error) {
 	if q.Desc {
 		items = slices.Clone(items)
 		slices.Reverse(items)

@@ -123,14 +123,6 @@ type InputStatus struct {
 	NoReply bool
 }
 
-// PageQuery selects a page of messages: see Store.MessagesPage.
-type PageQuery struct {
-	Anchor string
-	Before bool
-	Desc   bool
-	Limit  int
-}
-
 // Store is the durable state. All methods are safe for concurrent use; the
 // lifecycle layer guarantees one writer per session.
 type Store interface {
@@ -158,7 +150,7 @@ type Store interface {
 	// anchor (a message of the session, else ErrNotFound) the page holds
 	// the messages after it in that order, or with q.Before the ones just
 	// before it; the page keeps the order either way.
-	MessagesPage(ctx context.Context, sessionID string, q PageQuery) ([]opencode.MessageWithParts, error)
+	MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error)
 	// MessageExists reports whether any session has a message with this ID.
 	MessageExists(ctx context.Context, messageID string) (bool, error)
 

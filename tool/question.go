@@ -6,22 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/opencode-server/opencode-server/opencode"
 )
-
-// QuestionInfo is one question the model asks the user (OpenCode's
-// QuestionInfo).
-type QuestionInfo struct {
-	Question string           `json:"question"`
-	Header   string           `json:"header"`
-	Options  []QuestionOption `json:"options"`
-	Multiple bool             `json:"multiple,omitempty"`
-}
-
-// QuestionOption is one choice of a question.
-type QuestionOption struct {
-	Label       string `json:"label"`
-	Description string `json:"description"`
-}
 
 // ErrDismissed is a question the user dismissed.
 var ErrDismissed = errors.New("the user dismissed this question")
@@ -52,9 +39,9 @@ func (Question) Parameters() json.RawMessage {
 		`"multiple":{"type":"boolean","description":"Allow selecting multiple choices"}},"required":["question","header","options"]}}},"required":["questions"]}`)
 }
 
-func (t Question) input(c Call) ([]QuestionInfo, error) {
+func (t Question) input(c Call) ([]opencode.QuestionInfo, error) {
 	var in struct {
-		Questions []QuestionInfo `json:"questions"`
+		Questions []opencode.QuestionInfo `json:"questions"`
 	}
 	if err := decode(t.Name(), c.Input, &in); err != nil {
 		return nil, err

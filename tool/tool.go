@@ -10,6 +10,8 @@ package tool
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // Call is one tool invocation.
@@ -23,7 +25,7 @@ type Call struct {
 	// Ask, if set, puts questions to the user and waits for the answers
 	// (one list of chosen labels per question); ErrDismissed when the user
 	// dismisses them.
-	Ask func(ctx context.Context, questions []QuestionInfo) ([][]string, error)
+	Ask func(ctx context.Context, questions []opencode.QuestionInfo) ([][]string, error)
 	// Subtask, if set, runs a subagent in a child session (the task tool).
 	Subtask func(ctx context.Context, t Subtask) (SubtaskResult, error)
 }

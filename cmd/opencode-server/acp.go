@@ -13,8 +13,13 @@ import (
 	"time"
 
 	"github.com/opencode-server/opencode-server/acp"
+	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/opencode"
 )
+
+// The ACP agent asks the lifecycle core through acp.Core, which does not
+// import lifecycle.
+var _ acp.Core = (*lifecycle.Manager)(nil)
 
 // runACP is `opencode-server acp`: the same core, speaking the Agent Client
 // Protocol on stdin/stdout (only JSON-RPC goes to stdout; logs and the

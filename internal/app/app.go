@@ -26,6 +26,10 @@ import (
 	"github.com/opencode-server/opencode-server/tool"
 )
 
+// The routes ask the lifecycle core through routes.Core, which does not
+// import lifecycle.
+var _ routes.Core = (*lifecycle.Manager)(nil)
+
 // Options configure an App.
 type Options struct {
 	Store     store.Store

@@ -391,7 +391,7 @@ func (m *Store) ListMessages(_ context.Context, sessionID string) ([]opencode.Me
 }
 
 // MessagesPage implements store.Store.
-func (m *Store) MessagesPage(ctx context.Context, sessionID string, q store.PageQuery) ([]opencode.MessageWithParts, error) {
+func (m *Store) MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error) {
 	all, err := m.ListMessages(ctx, sessionID)
 	if err != nil {
 		return nil, err

@@ -188,7 +188,7 @@ func (s *Store) ListMessages(ctx context.Context, sessionID string) ([]opencode.
 
 // MessagesPage implements store.Store: it reads only the page's messages
 // and their parts, seeking by the anchor's creation position.
-func (s *Store) MessagesPage(ctx context.Context, sessionID string, q store.PageQuery) ([]opencode.MessageWithParts, error) {
+func (s *Store) MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error) {
 	var out []opencode.MessageWithParts
 	err := s.readTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		ok, err := sessionExists(ctx, tx, sessionID)

@@ -197,7 +197,7 @@ func (s *Store) ListMessages(ctx context.Context, sessionID string) ([]opencode.
 
 // MessagesPage implements store.Store: it reads only the page's messages
 // and their parts, seeking by the anchor's creation position.
-func (s *Store) MessagesPage(ctx context.Context, sessionID string, q store.PageQuery) ([]opencode.MessageWithParts, error) {
+func (s *Store) MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error) {
 	var out []opencode.MessageWithParts
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		ok, err := sessionExists(ctx, tx, sessionID)

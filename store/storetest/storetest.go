@@ -604,19 +604,19 @@ func testMessagesPage(t *testing.T, s store.Store) {
 	rev := slices.Clone(ids)
 	slices.Reverse(rev)
 	for _, tc := range []struct {
-		q    store.PageQuery
+		q    opencode.PageQuery
 		want []string
 	}{
-		{store.PageQuery{Limit: 3}, ids[:3]},
-		{store.PageQuery{Limit: 3, Desc: true}, rev[:3]},
-		{store.PageQuery{Anchor: "msg_p2", Limit: 3}, ids[3:6]},
-		{store.PageQuery{Anchor: "msg_p5", Limit: 3}, ids[6:]},
-		{store.PageQuery{Anchor: "msg_p5", Limit: 3, Before: true}, ids[2:5]},
-		{store.PageQuery{Anchor: "msg_p1", Limit: 3, Before: true}, ids[:1]},
-		{store.PageQuery{Anchor: "msg_p4", Limit: 2, Desc: true}, []string{"msg_p3", "msg_p2"}},
-		{store.PageQuery{Anchor: "msg_p4", Limit: 2, Desc: true, Before: true}, []string{"msg_p6", "msg_p5"}},
-		{store.PageQuery{Anchor: "msg_p6", Limit: 2}, nil},
-		{store.PageQuery{}, ids},
+		{opencode.PageQuery{Limit: 3}, ids[:3]},
+		{opencode.PageQuery{Limit: 3, Desc: true}, rev[:3]},
+		{opencode.PageQuery{Anchor: "msg_p2", Limit: 3}, ids[3:6]},
+		{opencode.PageQuery{Anchor: "msg_p5", Limit: 3}, ids[6:]},
+		{opencode.PageQuery{Anchor: "msg_p5", Limit: 3, Before: true}, ids[2:5]},
+		{opencode.PageQuery{Anchor: "msg_p1", Limit: 3, Before: true}, ids[:1]},
+		{opencode.PageQuery{Anchor: "msg_p4", Limit: 2, Desc: true}, []string{"msg_p3", "msg_p2"}},
+		{opencode.PageQuery{Anchor: "msg_p4", Limit: 2, Desc: true, Before: true}, []string{"msg_p6", "msg_p5"}},
+		{opencode.PageQuery{Anchor: "msg_p6", Limit: 2}, nil},
+		{opencode.PageQuery{}, ids},
 	} {
 		page, err := s.MessagesPage(ctx, sid, tc.q)
 		if err != nil {
@@ -631,10 +631,10 @@ func testMessagesPage(t *testing.T, s store.Store) {
 		}
 		eqStrings(t, fmt.Sprintf("page %+v", tc.q), got, tc.want)
 	}
-	if _, err := s.MessagesPage(ctx, sid, store.PageQuery{Anchor: "msg_nope"}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.MessagesPage(ctx, sid, opencode.PageQuery{Anchor: "msg_nope"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown anchor: %v", err)
 	}
-	if _, err := s.MessagesPage(ctx, "ses_nope", store.PageQuery{}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.MessagesPage(ctx, "ses_nope", opencode.PageQuery{}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown session: %v", err)
 	}
 }

@@ -1,0 +1,45 @@
+package opencode
+
+// SessionOptions are the fields of a new session.
+type SessionOptions struct {
+	// ID is the session ID, minted by the caller (routes) or chosen by the client.
+	ID string
+	// Minted: the caller minted ID just now, so no session can have it
+	// (the create skips that read; the commit still checks).
+	Minted     bool
+	ParentID   string
+	Title      string
+	Agent      string
+	Model      *ModelRef
+	Directory  string
+	Permission []byte
+	Metadata   []byte
+}
+
+// SessionPatch is a PATCH /session/{id} body.
+type SessionPatch struct {
+	Title      *string
+	Metadata   []byte
+	Permission []byte
+	Archived   *float64
+}
+
+// PageQuery selects a page of a session's messages: see
+// store.Store.MessagesPage.
+type PageQuery struct {
+	Anchor string
+	Before bool
+	Desc   bool
+	Limit  int
+}
+
+// Result is what a blocking prompt answers: the last assistant message of
+// the turn the input was delivered into.
+type Result struct {
+	Message MessageWithParts
+	// Pos is the bus position of the turn's last event; pass it to Flushed
+	// before answering so SSE clients have seen the whole turn.
+	Pos int64
+	// Directory is the session's, for Flushed to find its streams.
+	Directory string
+}
