@@ -39,11 +39,13 @@ func pipeConn(t *testing.T, h handler) (*conn, io.WriteCloser, <-chan string) {
 
 func next(t *testing.T, lines <-chan string) string {
 	t.Helper()
+	// A deadline, not a wait: TestLineLimit's 64 MiB line alone takes
+	// seconds under -race on a loaded machine.
 	select {
 	case l := <-lines:
 		return l
-	case <-time.After(5 * time.Second):
-		t.Fatal("no line within 5s")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no line within 30s")
 	}
 	return ""
 }
