@@ -18,9 +18,24 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// liveEvent builds a bus-only event (not in the session's log).
-func (m *Manager) liveEvent(sessionID, dir, typ string, props any) *opencode.Event {
-	return &opencode.Event{ID: m.ids.NewEvent(), Type: typ, SessionID: sessionID, Directory: dir, Data: mustJSON(props)}
+// liveEvent builds a bus-only event (not in the session's log) of p's type.
+func (m *Manager) liveEvent(sessionID, dir string, p opencode.Payload) *opencode.Event {
+	return &opencode.Event{ID: m.ids.NewEvent(), Type: p.EventType(), SessionID: sessionID, Directory: dir, Data: mustJSON(p)}
+}
+
+// stepHeader opens a v2 event of assistant message messageID at now.
+func (r *runner) stepHeader(now int64, messageID string) opencode.StepHeader {
+	return opencode.StepHeader{Timestamp: now, SessionID: r.id, AssistantMessageID: messageID}
+}
+
+// inputHeader opens a v2 or inbox event of input (user message) messageID at now.
+func (r *runner) inputHeader(now int64, messageID string) opencode.InputHeader {
+	return opencode.InputHeader{Timestamp: now, SessionID: r.id, MessageID: messageID}
+}
+
+// status is a session.status event of the session with no retry.
+func (r *runner) status(typ string) opencode.SessionStatus {
+	return opencode.SessionStatus{SessionID: r.id, Status: opencode.SessionStatusInfo{Type: typ}}
 }
 
 // outbox collects the runner's pending work: the store rows and durable
@@ -49,34 +64,35 @@ func (r *runner) outbox() *outbox {
 // bus position of the last event (answers to blocking prompts wait for it).
 func (t *outbox) then(f func(pos int64)) { t.after = append(t.after, f) }
 
-// durable appends a log event and returns the seq the store will give it:
-// the runner is the session's only writer, so it knows the next seq.
-func (t *outbox) durable(typ string, version int, data any) int64 {
-	e := &opencode.Event{ID: t.r.m.ids.NewEvent(), Type: typ, SessionID: t.r.id, Directory: t.r.sess.Directory,
-		Version: version, Durable: true, Data: mustJSON(data)}
+// durable appends a log event of p's type and schema version and returns
+// the seq the store will give it: the runner is the session's only writer,
+// so it knows the next seq.
+func (t *outbox) durable(p opencode.Payload) int64 {
+	e := &opencode.Event{ID: t.r.m.ids.NewEvent(), Type: p.EventType(), SessionID: t.r.id, Directory: t.r.sess.Directory,
+		Version: opencode.EventVersion(p), Durable: true, Data: mustJSON(p)}
 	t.batch.Events = append(t.batch.Events, e)
 	t.events = append(t.events, e)
 	return t.r.lastSeq + int64(len(t.batch.Events))
 }
 
-func (t *outbox) live(typ string, props any) {
-	t.events = append(t.events, t.r.m.liveEvent(t.r.id, t.r.sess.Directory, typ, props))
+func (t *outbox) live(p opencode.Payload) {
+	t.events = append(t.events, t.r.m.liveEvent(t.r.id, t.r.sess.Directory, p))
 }
 
 func (t *outbox) message(m opencode.Message) {
 	t.batch.Messages = append(t.batch.Messages, m)
-	t.live(opencode.EvMessageUpdated, map[string]any{"sessionID": t.r.id, "info": m})
+	t.live(opencode.MessageUpdated{SessionID: t.r.id, Info: m})
 }
 
 func (t *outbox) part(p opencode.Part, at int64) {
 	t.batch.Parts = append(t.batch.Parts, p)
-	t.live(opencode.EvPartUpdated, map[string]any{"sessionID": t.r.id, "part": p, "time": at})
+	t.live(opencode.PartUpdated{SessionID: t.r.id, Part: p, Time: at})
 }
 
 func (t *outbox) session(s opencode.Session) {
 	c := s
 	t.batch.Session = &c
-	t.live(opencode.EvSessionUpdated, map[string]any{"sessionID": s.ID, "info": s})
+	t.live(opencode.SessionUpdated{SessionID: s.ID, Info: s})
 }
 
 // flush commits the pending batch, then publishes every event and runs the
@@ -166,6 +182,6 @@ func (r *runner) flushPending() {
 }
 
 // publishLive queues a bus-only event behind the pending work, keeping order.
-func (r *runner) publishLive(typ string, props any) {
-	r.outbox().live(typ, props)
+func (r *runner) publishLive(p opencode.Payload) {
+	r.outbox().live(p)
 }

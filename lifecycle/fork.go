@@ -52,17 +52,17 @@ func (m *Manager) Fork(ctx context.Context, sessionID, messageID string) (openco
 			info.ParentID = newID[info.ParentID]
 		}
 		b.Messages = append(b.Messages, info)
-		events = append(events, m.liveEvent(id, s.Directory, opencode.EvMessageUpdated, map[string]any{"sessionID": id, "info": info}))
+		events = append(events, m.liveEvent(id, s.Directory, opencode.MessageUpdated{SessionID: id, Info: info}))
 		for _, p := range mp.Parts {
 			p.ID, p.SessionID, p.MessageID = m.ids.NewPart(), id, info.ID
 			b.Parts = append(b.Parts, p)
-			events = append(events, m.liveEvent(id, s.Directory, opencode.EvPartUpdated, map[string]any{"sessionID": id, "part": p, "time": now}))
+			events = append(events, m.liveEvent(id, s.Directory, opencode.PartUpdated{SessionID: id, Part: p, Time: now}))
 		}
 	}
 	if err := m.store.Commit(ctx, id, b); err != nil {
 		return opencode.Session{}, mapStoreErr(err, id)
 	}
-	m.publish(m.liveEvent(id, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": id, "info": s}))
+	m.publish(m.liveEvent(id, s.Directory, opencode.SessionCreated{SessionID: id, Info: s}))
 	for _, e := range events {
 		m.publish(e)
 	}

@@ -37,10 +37,8 @@ func (r *runner) admit(in *opencode.Input) (*opencode.Input, bool, error) {
 	}
 	t := r.outbox()
 	prompt := in.Prompt()
-	in.AdmittedSeq = t.durable(opencode.EvPromptAdmitted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-		"messageID": in.ID, "prompt": prompt, "delivery": in.Delivery})
-	t.durable(opencode.EvInboxEnqueued, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-		"messageID": in.ID, "delivery": in.Delivery, "prompt": prompt})
+	in.AdmittedSeq = t.durable(opencode.PromptAdmitted{InputHeader: r.inputHeader(now, in.ID), Prompt: prompt, Delivery: in.Delivery})
+	t.durable(opencode.InboxEnqueued{InputHeader: r.inputHeader(now, in.ID), Delivery: in.Delivery, Prompt: prompt})
 	if r.turn != nil && in.Delivery == opencode.Steer {
 		// Busy: OpenCode stores and announces a prompt the moment it is
 		// posted (the TUI marks it QUEUED until the model sees it). Same
@@ -245,11 +243,10 @@ func (r *runner) cancelPending(idx []int, reason string) {
 		in := *r.pending[i]
 		in.State = opencode.InputRevoked
 		t.batch.Inputs = append(t.batch.Inputs, &in)
-		t.durable(opencode.EvInboxCancelled, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"messageID": in.ID, "delivery": in.Delivery, "reason": reason})
+		t.durable(opencode.InboxCancelled{InputHeader: r.inputHeader(now, in.ID), Delivery: in.Delivery, Reason: reason})
 		if in.Shown {
 			t.batch.DeleteMessages = append(t.batch.DeleteMessages, in.ID)
-			t.live(opencode.EvMessageRemoved, map[string]any{"sessionID": r.id, "messageID": in.ID})
+			t.live(opencode.MessageRemoved{SessionID: r.id, MessageID: in.ID})
 		}
 		drop[in.ID] = true
 	}
@@ -290,8 +287,7 @@ func (r *runner) replace(id string, delivery *opencode.Delivery, parts []opencod
 	t := r.outbox()
 	if delivery != nil && *delivery != in.Delivery {
 		in.Delivery = *delivery
-		t.durable(opencode.EvInboxDeliveryChanged, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"messageID": id, "delivery": in.Delivery})
+		t.durable(opencode.InboxDeliveryChanged{InputHeader: r.inputHeader(now, id), Delivery: in.Delivery})
 	}
 	if parts != nil {
 		for j := range parts {
@@ -302,7 +298,7 @@ func (r *runner) replace(id string, delivery *opencode.Delivery, parts []opencod
 			// The shown message gets the new parts in place of the old.
 			for _, old := range in.Parts {
 				t.batch.DeleteParts = append(t.batch.DeleteParts, old.ID)
-				t.live(opencode.EvPartRemoved, map[string]any{"sessionID": r.id, "messageID": id, "partID": old.ID})
+				t.live(opencode.PartRemoved{SessionID: r.id, MessageID: id, PartID: old.ID})
 			}
 			for _, p := range parts {
 				t.part(p, now)
@@ -310,8 +306,7 @@ func (r *runner) replace(id string, delivery *opencode.Delivery, parts []opencod
 		}
 		in.Parts = parts
 		in.Fingerprint = fingerprint(&in)
-		t.durable(opencode.EvInboxReplaced, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"messageID": id, "delivery": in.Delivery, "prompt": in.Prompt()})
+		t.durable(opencode.InboxReplaced{InputHeader: r.inputHeader(now, id), Delivery: in.Delivery, Prompt: in.Prompt()})
 	}
 	if len(t.batch.Events) == 0 {
 		return r.pending[i], nil

@@ -564,7 +564,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts opencode.SessionOption
 	} else if err != nil {
 		return opencode.Session{}, false, mapStoreErr(err, s.ID)
 	}
-	m.publish(m.liveEvent(s.ID, s.Directory, opencode.EvSessionCreated, map[string]any{"sessionID": s.ID, "info": s}))
+	m.publish(m.liveEvent(s.ID, s.Directory, opencode.SessionCreated{SessionID: s.ID, Info: s}))
 	// Its runner needs nothing from the store: a new session has no
 	// history, no inbox and no log yet. Its first prompt reads nothing.
 	// Started through ensure: a concurrent first request for the same ID

@@ -108,7 +108,7 @@ func (r *runner) ask(call *toolRun, permission string, patterns []string) (strin
 	r.m.mu.Lock()
 	r.m.asks[req.ID] = a
 	r.m.mu.Unlock()
-	r.publishLive(opencode.EvPermissionAsked, req)
+	r.publishLive(req)
 	return "ask", a.reply
 }
 
@@ -128,7 +128,7 @@ func (r *runner) answerAsk(requestID, reply string) error {
 		}
 	}
 	a.reply <- reply
-	r.publishLive(opencode.EvPermissionReply, map[string]any{"sessionID": r.id, "requestID": requestID, "reply": reply})
+	r.publishLive(opencode.PermissionReplied{SessionID: r.id, RequestID: requestID, Reply: reply})
 	return nil
 }
 

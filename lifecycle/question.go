@@ -68,7 +68,7 @@ func (r *runner) onQuestion(st *step, q *questionAsk) {
 	r.m.mu.Lock()
 	r.m.questions[req.ID] = pq
 	r.m.mu.Unlock()
-	r.publishLive(opencode.EvQuestionAsked, req)
+	r.publishLive(req)
 	q.resp <- pq.reply
 }
 
@@ -114,12 +114,12 @@ func (r *runner) answerQuestion(requestID string, a questionReply) error {
 		return &opencode.Error{Code: opencode.ENotFound, Message: "Question not found: " + requestID, Resource: "question"}
 	}
 	if a.rejected {
-		r.publishLive(opencode.EvQuestionRejected, map[string]any{"sessionID": r.id, "requestID": requestID})
+		r.publishLive(opencode.QuestionRejected{SessionID: r.id, RequestID: requestID})
 	} else {
 		if a.answers == nil {
 			a.answers = [][]string{}
 		}
-		r.publishLive(opencode.EvQuestionReplied, map[string]any{"sessionID": r.id, "requestID": requestID, "answers": a.answers})
+		r.publishLive(opencode.QuestionReplied{SessionID: r.id, RequestID: requestID, Answers: a.answers})
 	}
 	q.reply <- a
 	return nil

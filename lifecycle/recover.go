@@ -189,6 +189,10 @@ func (m *Manager) unanswered(msgs []opencode.MessageWithParts) bool {
 // interruptedPrefix starts the abort message of turns the server cut off.
 const interruptedPrefix = "Interrupted by server"
 
+// interruptedStep is the step.failed error of a step that was cut off (an
+// abort, a restart), as OpenCode logs it.
+var interruptedStep = opencode.EventError{Type: "unknown", Message: "Provider turn interrupted"}
+
 // remember appends a stored message to the conversation sent to the model,
 // as OpenCode's toModelMessages builds it: a user message's texts and the
 // files a model reads as files (text files and directories reach it as the
@@ -431,8 +435,7 @@ func (r *runner) recover(msgs []opencode.MessageWithParts) bool {
 			}
 		}
 		t.message(info)
-		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": info.ID, "error": map[string]any{"type": "unknown", "message": "Provider turn interrupted"}})
+		t.durable(opencode.StepFailed{StepHeader: r.stepHeader(now, info.ID), Error: interruptedStep})
 	}
 	return closed
 }

@@ -64,7 +64,7 @@ func (r *runner) offLoop(work, then func()) {
 type snapDiffs struct {
 	end            string
 	changed        []string
-	diff, turnDiff []snapshot.FileDiff
+	diff, turnDiff []opencode.FileDiff
 }
 
 // measure takes the end snapshot and the diffs against the step's start
@@ -310,14 +310,14 @@ func (r *runner) cleanupRevert() error {
 				i := slices.IndexFunc(mp.Parts, func(p opencode.Part) bool { return p.ID == rev.PartID })
 				for _, p := range mp.Parts[max(i, 0):] {
 					t.batch.DeleteParts = append(t.batch.DeleteParts, p.ID)
-					t.live(opencode.EvPartRemoved, map[string]any{"sessionID": r.id, "messageID": mp.Info.ID, "partID": p.ID})
+					t.live(opencode.PartRemoved{SessionID: r.id, MessageID: mp.Info.ID, PartID: p.ID})
 				}
 				mp.Parts = mp.Parts[:max(i, 0)]
 				keep = append(keep, mp)
 				continue
 			}
 			t.batch.DeleteMessages = append(t.batch.DeleteMessages, mp.Info.ID)
-			t.live(opencode.EvMessageRemoved, map[string]any{"sessionID": r.id, "messageID": mp.Info.ID})
+			t.live(opencode.MessageRemoved{SessionID: r.id, MessageID: mp.Info.ID})
 		}
 	}
 	s := r.sess
@@ -347,14 +347,14 @@ func firstSnapshot(msgs []opencode.MessageWithParts) string {
 
 // diffBetween is what changed from snapshot a to b ([] when either is
 // unknown: an untracked project, or no step yet).
-func (r *runner) diffBetween(ctx context.Context, repo *snapshot.Repo, a, b string) []snapshot.FileDiff {
+func (r *runner) diffBetween(ctx context.Context, repo *snapshot.Repo, a, b string) []opencode.FileDiff {
 	if a == "" || b == "" {
-		return []snapshot.FileDiff{}
+		return []opencode.FileDiff{}
 	}
 	diff, err := repo.Patches(ctx, a, b)
 	if err != nil {
 		r.m.log.Warn("session diff failed", "session", r.id, "err", err)
-		return []snapshot.FileDiff{}
+		return []opencode.FileDiff{}
 	}
 	return diff
 }
@@ -364,12 +364,12 @@ func (r *runner) diffBetween(ctx context.Context, repo *snapshot.Repo, a, b stri
 // counts, and the turn's changes on its user messages. seq is the
 // summary's place (nextSummary): one measured off the loop that comes back
 // after a newer one is dropped.
-func (r *runner) summarize(t *outbox, seq int, users []opencode.Message, diff, turnDiff []snapshot.FileDiff) {
+func (r *runner) summarize(t *outbox, seq int, users []opencode.Message, diff, turnDiff []opencode.FileDiff) {
 	if seq <= r.sumApplied {
 		return
 	}
 	r.sumApplied = seq
-	t.live(opencode.EvSessionDiff, map[string]any{"sessionID": r.id, "diff": diff})
+	t.live(opencode.SessionDiff{SessionID: r.id, Diff: diff})
 	sum := opencode.SessionSummary{Files: int64(len(diff))}
 	for _, d := range diff {
 		sum.Additions += int64(d.Additions)
@@ -396,12 +396,12 @@ func (r *runner) nextSummary() int {
 }
 
 // noDiff is the diff of an untracked project.
-var noDiff = []snapshot.FileDiff{}
+var noDiff = []opencode.FileDiff{}
 
 // SessionDiff is GET /session/{id}/diff: the files the session changed
 // (with messageID, the files that message's turn changed), from its step
 // snapshots. Untracked projects have none.
-func (m *Manager) SessionDiff(ctx context.Context, sessionID, messageID string) ([]snapshot.FileDiff, error) {
+func (m *Manager) SessionDiff(ctx context.Context, sessionID, messageID string) ([]opencode.FileDiff, error) {
 	sess, err := m.GetSession(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -434,7 +434,7 @@ func (m *Manager) SessionDiff(ctx context.Context, sessionID, messageID string) 
 	}
 	repo := m.cfg.Snapshots.For(ctx, sess.Directory)
 	if repo == nil || first == "" || last == "" {
-		return []snapshot.FileDiff{}, nil
+		return []opencode.FileDiff{}, nil
 	}
 	return repo.Patches(ctx, first, last)
 }

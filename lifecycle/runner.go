@@ -8,7 +8,6 @@ import (
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/store"
-	"github.com/opencode-server/opencode-server/tool"
 )
 
 // streamMsg carries a provider chunk, or the end of a model call, from the
@@ -94,7 +93,7 @@ type runner struct {
 	usedPlan bool
 	// todos is the session's todo list: the input of its latest completed
 	// todowrite call (remembered from the history, so it survives restarts).
-	todos []tool.Todo
+	todos []opencode.Todo
 	// titling: the session's title request is under way.
 	titling bool
 	// resume is set when the session's last turn was cut off by a shutdown

@@ -45,7 +45,7 @@ func (r *runner) delete() error {
 	if err := r.m.store.DeleteSession(context.Background(), r.id); err != nil {
 		return mapStoreErr(err, r.id)
 	}
-	r.m.publish(r.m.liveEvent(r.id, r.sess.Directory, opencode.EvSessionDeleted, map[string]any{"sessionID": r.id, "info": r.sess}))
+	r.m.publish(r.m.liveEvent(r.id, r.sess.Directory, opencode.SessionDeleted{SessionID: r.id, Info: r.sess}))
 	if historySize(r.history) >= bigContent {
 		r.m.releaseMemory()
 	}

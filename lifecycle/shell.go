@@ -29,8 +29,7 @@ func (r *runner) startShellStep(command string) {
 // does after the session goes idle; messageID is the command's answer.
 func (m *Manager) CommandExecuted(ctx context.Context, sessionID, name, arguments, messageID string) error {
 	return m.do(ctx, sessionID, func(r *runner) {
-		r.publishLive(opencode.EvCommandExecuted, map[string]any{"name": name, "sessionID": sessionID,
-			"arguments": arguments, "messageID": messageID})
+		r.publishLive(opencode.CommandExecuted{Name: name, SessionID: sessionID, Arguments: arguments, MessageID: messageID})
 	})
 }
 

@@ -17,8 +17,7 @@ func (m *Manager) SwitchAgent(ctx context.Context, sessionID, messageID, agent s
 		s.Agent = agent
 		s.Time.Updated = now
 		t := r.outbox()
-		t.durable(opencode.EvAgentSwitched, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"messageID": messageID, "agent": agent})
+		t.durable(opencode.AgentSwitched{InputHeader: r.inputHeader(now, messageID), Agent: agent})
 		_, err = r.saveSession(t, s)
 	})
 	if derr != nil {
@@ -46,13 +45,9 @@ func (m *Manager) SwitchModel(ctx context.Context, sessionID, messageID string, 
 		s := r.sess
 		s.Model = &opencode.ModelRef{ID: model.ID, ProviderID: model.ProviderID}
 		s.Time.Updated = now
-		wire := map[string]any{"id": model.ID, "providerID": model.ProviderID}
-		if model.Variant != "" {
-			wire["variant"] = model.Variant
-		}
 		t := r.outbox()
-		t.durable(opencode.EvModelSwitched, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"messageID": messageID, "model": wire})
+		t.durable(opencode.ModelSwitched{InputHeader: r.inputHeader(now, messageID),
+			Model: opencode.ModelRef{ID: model.ID, ProviderID: model.ProviderID, Variant: model.Variant}})
 		_, err = r.saveSession(t, s)
 	})
 	if derr != nil {

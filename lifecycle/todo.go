@@ -5,17 +5,16 @@ import (
 	"encoding/json"
 
 	"github.com/opencode-server/opencode-server/opencode"
-	"github.com/opencode-server/opencode-server/tool"
 )
 
 // todosOf is the todo list of a todowrite call's input.
-func todosOf(input json.RawMessage) []tool.Todo {
+func todosOf(input json.RawMessage) []opencode.Todo {
 	var in struct {
-		Todos []tool.Todo `json:"todos"`
+		Todos []opencode.Todo `json:"todos"`
 	}
 	_ = json.Unmarshal(input, &in)
 	if in.Todos == nil {
-		return []tool.Todo{}
+		return []opencode.Todo{}
 	}
 	return in.Todos
 }
@@ -24,17 +23,17 @@ func todosOf(input json.RawMessage) []tool.Todo {
 // announces it (todo.updated, after the commit that stores the call).
 func (r *runner) setTodos(t *outbox, input json.RawMessage) {
 	r.todos = todosOf(input)
-	t.live(opencode.EvTodoUpdated, map[string]any{"sessionID": r.id, "todos": r.todos})
+	t.live(opencode.TodoUpdated{SessionID: r.id, Todos: r.todos})
 }
 
 // Todos is GET /session/{id}/todo: the session's todo list, from its
 // latest todowrite call ([] when it has none).
-func (m *Manager) Todos(ctx context.Context, sessionID string) ([]tool.Todo, error) {
-	var out []tool.Todo
+func (m *Manager) Todos(ctx context.Context, sessionID string) ([]opencode.Todo, error) {
+	var out []opencode.Todo
 	var err error
 	derr := m.do(ctx, sessionID, func(r *runner) {
 		if err = r.ensureHistory(); err == nil {
-			out = append([]tool.Todo{}, r.todos...)
+			out = append([]opencode.Todo{}, r.todos...)
 		}
 	})
 	if derr != nil {

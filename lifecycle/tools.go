@@ -81,8 +81,7 @@ func (r *runner) toolPending(st *step, tc *provider.ToolCall) *toolRun {
 	st.calls = append(st.calls, c)
 	t := r.outbox()
 	t.part(p, now)
-	t.durable(opencode.EvToolInputStarted, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "callID": tc.ID, "name": tc.Name})
+	t.durable(opencode.ToolInputStarted{StepHeader: r.stepHeader(now, st.msg.ID), CallID: tc.ID, Name: tc.Name})
 	return c
 }
 
@@ -110,11 +109,9 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	t.part(p, now)
 	// The arguments as the model sent them, then the call itself, as
 	// OpenCode logs them (input.ended carries the raw text).
-	t.durable(opencode.EvToolInputEnded, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "callID": c.callID, "text": string(tc.Arguments)})
-	t.durable(opencode.EvToolCalled, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "callID": c.callID, "tool": c.name, "input": input,
-		"provider": opencode.ToolProvider})
+	t.durable(opencode.ToolInputEnded{StepHeader: r.stepHeader(now, st.msg.ID), CallID: c.callID, Text: string(tc.Arguments)})
+	t.durable(opencode.ToolCalled{StepHeader: r.stepHeader(now, st.msg.ID), CallID: c.callID, Tool: c.name, Input: input,
+		Provider: opencode.ToolProvider})
 
 	impl := lookupTool(r.m.cfg.Tools, c.name)
 	if impl == nil && r.m.cfg.MoreTools != nil {
@@ -238,9 +235,8 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 				MessageID: st.msg.ID, Type: opencode.PartFile, Mime: a.Mime, URL: a.URL})
 		}
 		structured, content := opencode.ToolOutcome(p)
-		t.durable(opencode.EvToolSuccess, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, "callID": c.callID, "structured": structured, "content": content,
-			"outputPaths": []string{}, "provider": opencode.ToolProvider})
+		t.durable(opencode.ToolSuccess{StepHeader: r.stepHeader(now, st.msg.ID), CallID: c.callID, Structured: structured,
+			Content: content, OutputPaths: []string{}, Provider: opencode.ToolProvider})
 		if c.name == "todowrite" {
 			r.setTodos(t, c.input)
 		}
@@ -290,11 +286,10 @@ func (r *runner) abortTools(t *outbox, st *step, now int64) {
 // toolFailed logs a call's failure (c.output is the message) as OpenCode's
 // session.next.tool.failed.
 func (r *runner) toolFailed(t *outbox, st *step, c *toolRun, now int64) {
-	t.durable(opencode.EvToolFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "callID": c.callID,
-		"error":    map[string]any{"type": "unknown", "message": c.output},
-		"result":   map[string]any{"type": "error", "value": c.output},
-		"provider": opencode.ToolProvider})
+	t.durable(opencode.ToolFailed{StepHeader: r.stepHeader(now, st.msg.ID), CallID: c.callID,
+		Error:    opencode.EventError{Type: "unknown", Message: c.output},
+		Result:   opencode.ToolResult{Type: "error", Value: c.output},
+		Provider: opencode.ToolProvider})
 }
 
 // toolInputDelta streams a pending call's arguments to v2 clients. Like
@@ -305,8 +300,7 @@ func (r *runner) toolInputDelta(st *step, tc *provider.ToolCall, delta string) {
 		return
 	}
 	c.raw.WriteString(delta)
-	r.publishLive(opencode.EvToolInputDelta, map[string]any{"timestamp": r.m.now(), "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "callID": c.callID, "delta": delta})
+	r.publishLive(opencode.ToolInputDelta{StepHeader: r.stepHeader(r.m.now(), st.msg.ID), CallID: c.callID, Delta: delta})
 }
 
 // toolProgress shows a running call's metadata (bash: its output so far)

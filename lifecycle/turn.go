@@ -78,7 +78,7 @@ func (r *runner) maybeStart() {
 				r.turn.delivered = append(r.turn.delivered, id)
 			}
 		}
-		r.publishLive(opencode.EvSessionStatus, map[string]any{"sessionID": r.id, "status": map[string]any{"type": "busy"}})
+		r.publishLive(r.status("busy"))
 		r.startStep()
 		return
 	}
@@ -161,10 +161,9 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 			}
 		}
 		in.State = opencode.InputDelivered
-		in.PromotedSeq = t.durable(opencode.EvPrompted, 1, map[string]any{"timestamp": in.TimeCreated, "sessionID": r.id,
-			"messageID": in.ID, "prompt": in.Prompt(), "delivery": in.Delivery})
-		t.durable(opencode.EvInboxDelivered, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"messageID": in.ID, "delivery": in.Delivery})
+		in.PromotedSeq = t.durable(opencode.Prompted{InputHeader: r.inputHeader(in.TimeCreated, in.ID),
+			Prompt: in.Prompt(), Delivery: in.Delivery})
+		t.durable(opencode.InboxDelivered{InputHeader: r.inputHeader(now, in.ID), Delivery: in.Delivery})
 		t.batch.Inputs = append(t.batch.Inputs, &in)
 		r.turn.delivered = append(r.turn.delivered, in.ID)
 		r.turn.inputs = append(r.turn.inputs, &in)
@@ -196,7 +195,7 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 	if first {
 		// The real server's order: user message and parts, session.updated,
 		// then busy.
-		t.live(opencode.EvSessionStatus, map[string]any{"sessionID": r.id, "status": map[string]any{"type": "busy"}})
+		t.live(r.status("busy"))
 	}
 	delivered := map[string]bool{}
 	for _, in := range batch {
@@ -305,13 +304,8 @@ func (r *runner) beginStep(st *step, snap string) {
 		Snapshot: snap}
 	st.parts = append(st.parts, start)
 	t := r.outbox()
-	started := map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "agent": tu.agent,
-		"model": map[string]any{"id": tu.model.ModelID, "providerID": tu.model.ProviderID}}
-	if snap != "" {
-		started["snapshot"] = snap
-	}
-	t.durable(opencode.EvStepStarted, 1, started)
+	t.durable(opencode.StepStarted{StepHeader: r.stepHeader(now, st.msg.ID), Agent: tu.agent,
+		Model: opencode.ModelRef{ID: tu.model.ModelID, ProviderID: tu.model.ProviderID}, Snapshot: snap})
 	t.part(start, now)
 }
 
@@ -381,22 +375,45 @@ func (r *runner) onStream(msg streamMsg) {
 			r.toolCall(st, c.ToolCall)
 		}
 	case provider.Retry:
-		r.publishLive(opencode.EvSessionStatus, map[string]any{"sessionID": r.id,
-			"status": map[string]any{"type": "retry", "attempt": c.Attempt, "message": c.Message, "next": c.Next}})
+		r.publishLive(opencode.SessionStatus{SessionID: r.id, Status: opencode.SessionStatusInfo{Type: "retry",
+			SessionRetry: &opencode.SessionRetry{Attempt: c.Attempt, Message: c.Message, Next: c.Next}}})
 	case provider.Finish:
 		st.finish = c
 	}
 }
 
-// streamKind tells text and reasoning parts apart: their part type, their
-// durable and live v2 events, and the name of their ID in those events.
+// streamKind tells text and reasoning parts apart: their part type, and
+// their durable and live v2 events of part id (h says where and when).
 type streamKind struct {
-	partType, started, delta, ended, idKey string
+	partType string
+	started  func(h opencode.StepHeader, id string) opencode.Payload
+	delta    func(h opencode.StepHeader, id, delta string) opencode.Payload
+	ended    func(h opencode.StepHeader, id, text string) opencode.Payload
 }
 
 var (
-	textStream      = streamKind{opencode.PartText, opencode.EvTextStarted, opencode.EvTextDelta, opencode.EvTextEnded, "textID"}
-	reasoningStream = streamKind{opencode.PartReasoning, opencode.EvReasoningStarted, opencode.EvReasoningDelta, opencode.EvReasoningEnded, "reasoningID"}
+	textStream = streamKind{partType: opencode.PartText,
+		started: func(h opencode.StepHeader, id string) opencode.Payload {
+			return opencode.TextStarted{StepHeader: h, TextID: id}
+		},
+		delta: func(h opencode.StepHeader, id, d string) opencode.Payload {
+			return opencode.TextDelta{StepHeader: h, TextID: id, Delta: d}
+		},
+		ended: func(h opencode.StepHeader, id, text string) opencode.Payload {
+			return opencode.TextEnded{StepHeader: h, TextID: id, Text: text}
+		},
+	}
+	reasoningStream = streamKind{partType: opencode.PartReasoning,
+		started: func(h opencode.StepHeader, id string) opencode.Payload {
+			return opencode.ReasoningStarted{StepHeader: h, ReasoningID: id}
+		},
+		delta: func(h opencode.StepHeader, id, d string) opencode.Payload {
+			return opencode.ReasoningDelta{StepHeader: h, ReasoningID: id, Delta: d}
+		},
+		ended: func(h opencode.StepHeader, id, text string) opencode.Payload {
+			return opencode.ReasoningEnded{StepHeader: h, ReasoningID: id, Text: text}
+		},
+	}
 )
 
 // streaming is a text or reasoning part being streamed: opened (ID minted,
@@ -417,8 +434,7 @@ func (r *runner) delta(st *step, slot **streaming, k streamKind, text string, md
 			Type: k.partType, Time: &opencode.PartTime{Start: now}}}
 		*slot = s
 		t := r.outbox()
-		t.durable(k.started, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, k.idKey: s.part.ID})
+		t.durable(k.started(r.stepHeader(now, st.msg.ID), s.part.ID))
 		t.part(s.part, now)
 		// Commit the new part now, ahead of the rest of the burst: its
 		// first delta then goes out after a small unsynced commit, not
@@ -434,10 +450,8 @@ func (r *runner) delta(st *step, slot **streaming, k streamKind, text string, md
 		return // metadata only (a signature at the end of reasoning)
 	}
 	s.buf.WriteString(text)
-	r.publishLive(opencode.EvPartDelta, map[string]any{"sessionID": r.id,
-		"messageID": st.msg.ID, "partID": s.part.ID, "field": "text", "delta": text})
-	r.publishLive(k.delta, map[string]any{"timestamp": now,
-		"sessionID": r.id, "assistantMessageID": st.msg.ID, k.idKey: s.part.ID, "delta": text})
+	r.publishLive(opencode.PartDelta{SessionID: r.id, MessageID: st.msg.ID, PartID: s.part.ID, Field: "text", Delta: text})
+	r.publishLive(k.delta(r.stepHeader(now, st.msg.ID), s.part.ID, text))
 }
 
 // maybeEndStep ends the step once the model call returned and every tool
@@ -483,8 +497,7 @@ func (r *runner) closeSlot(t *outbox, st *step, slot **streaming, now int64) {
 	end := now
 	p.Time = &opencode.PartTime{Start: s.part.Time.Start, End: &end}
 	t.part(p, now)
-	t.durable(s.kind.ended, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, s.kind.idKey: p.ID, "text": p.Text})
+	t.durable(s.kind.ended(r.stepHeader(now, st.msg.ID), p.ID, p.Text))
 	st.parts = append(st.parts, p)
 	*slot = nil
 }
@@ -532,9 +545,8 @@ func (r *runner) endStep(err error) {
 		}
 		st.msg.Time.Completed = &now
 		t.message(st.msg)
-		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": kind, "message": msg}})
-		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": failure})
+		t.durable(opencode.StepFailed{StepHeader: r.stepHeader(now, st.msg.ID), Error: opencode.EventError{Type: kind, Message: msg}})
+		t.live(opencode.SessionError{SessionID: r.id, Error: failure})
 		tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 		tu.step = nil
 		r.endTurn()
@@ -598,14 +610,13 @@ func (r *runner) endStep(err error) {
 	st.msg.Finish = st.finish.Reason
 	st.msg.Time.Completed = &now
 	t.message(st.msg)
-	ended := map[string]any{"timestamp": now, "sessionID": r.id,
-		"assistantMessageID": st.msg.ID, "finish": st.finish.Reason, "cost": cost,
-		"tokens": map[string]any{"input": in, "output": u.Output, "reasoning": u.Reasoning,
-			"cache": map[string]any{"read": u.CacheRead, "write": u.CacheWrite}}}
+	ended := opencode.StepEnded{StepHeader: r.stepHeader(now, st.msg.ID), Finish: st.finish.Reason, Cost: cost,
+		Tokens: opencode.Tokens{Input: in, Output: u.Output, Reasoning: u.Reasoning,
+			Cache: opencode.CacheUsage{Read: u.CacheRead, Write: u.CacheWrite}}}
 	if end != "" {
-		ended["snapshot"], ended["files"] = end, changed
+		ended.StepSnapshot = &opencode.StepSnapshot{Snapshot: end, Files: changed}
 	}
-	t.durable(opencode.EvStepEnded, 2, ended)
+	t.durable(ended)
 	r.sess.Cost += cost
 	r.sess.Tokens.Input += in
 	r.sess.Tokens.Output += u.Output
@@ -620,7 +631,7 @@ func (r *runner) endStep(err error) {
 	// keeps a steer that arrives as the turn ends from being stranded.
 	more := len(st.calls) > 0 && tu.steps < maxSteps && !tu.compact
 	if tu.compact {
-		t.live(opencode.EvSessionCompacted, map[string]any{"sessionID": r.id})
+		t.live(opencode.SessionCompacted{SessionID: r.id})
 	}
 	if steers := r.steers(); len(steers) > 0 {
 		if r.deliver(steers, false) {
@@ -650,8 +661,8 @@ func (r *runner) endTurn() {
 	s.Time.Updated = now
 	t.session(s)
 	r.sess = s
-	t.live(opencode.EvSessionStatus, map[string]any{"sessionID": r.id, "status": map[string]any{"type": "idle"}})
-	t.live(opencode.EvSessionIdle, map[string]any{"sessionID": r.id})
+	t.live(r.status("idle"))
+	t.live(opencode.SessionIdle{SessionID: r.id})
 	r.recordAnswers(t, tu)
 	tu.cancel()
 	r.turn = nil
@@ -725,9 +736,8 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 		} else {
 			r.summarize(t, seq, tu.users, noDiff, noDiff)
 		}
-		t.durable(opencode.EvStepFailed, 1, map[string]any{"timestamp": now, "sessionID": r.id,
-			"assistantMessageID": st.msg.ID, "error": map[string]any{"type": "unknown", "message": "Provider turn interrupted"}})
-		t.live(opencode.EvSessionError, map[string]any{"sessionID": r.id, "error": st.msg.Error})
+		t.durable(opencode.StepFailed{StepHeader: r.stepHeader(now, st.msg.ID), Error: interruptedStep})
+		t.live(opencode.SessionError{SessionID: r.id, Error: st.msg.Error})
 		tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 		// What the model said before the abort stays in its view, as
 		// OpenCode sends it (and as a restart reads it back).

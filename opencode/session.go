@@ -43,3 +43,21 @@ type Result struct {
 	// Directory is the session's, for Flushed to find its streams.
 	Directory string
 }
+
+// FileDiff is one file changed between two snapshots (OpenCode's
+// SnapshotFileDiff), as session.diff and /session/{id}/diff carry it.
+type FileDiff struct {
+	File      string `json:"file"`
+	Patch     string `json:"patch,omitempty"`
+	Additions int    `json:"additions"`
+	Deletions int    `json:"deletions"`
+	Status    string `json:"status"` // added, deleted, modified
+}
+
+// Todo is one entry of a session's todo list (OpenCode's Todo: content,
+// status, priority, in that order on the wire).
+type Todo struct {
+	Content  string `json:"content"`
+	Status   string `json:"status"`
+	Priority string `json:"priority"`
+}

@@ -11,9 +11,15 @@ type ToolContent struct {
 	Text string `json:"text"`
 }
 
+// ToolProviderInfo says who ran a tool: the `provider` of v2 tool events
+// and parts.
+type ToolProviderInfo struct {
+	Executed bool `json:"executed"`
+}
+
 // ToolProvider says who ran a tool: always us (OpenCode's provider-executed
 // tools are a provider feature no OpenAI-compatible model offers).
-var ToolProvider = map[string]any{"executed": false}
+var ToolProvider = ToolProviderInfo{Executed: false}
 
 // ToolOutcome is the v2 view of a finished tool part, as
 // session.next.tool.success carries it and the v2 message shows it:

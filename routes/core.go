@@ -6,8 +6,6 @@ import (
 	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/opencode"
-	"github.com/opencode-server/opencode-server/snapshot"
-	"github.com/opencode-server/opencode-server/tool"
 )
 
 // Core is what the routes ask of the lifecycle core: *lifecycle.Manager
@@ -63,6 +61,6 @@ type Core interface {
 	ReplyQuestion(ctx context.Context, requestID string, answers [][]string, reject bool) error
 	Revert(ctx context.Context, sessionID, messageID, partID string) (opencode.Session, error)
 	Unrevert(ctx context.Context, sessionID string) (opencode.Session, error)
-	SessionDiff(ctx context.Context, sessionID, messageID string) ([]snapshot.FileDiff, error)
-	Todos(ctx context.Context, sessionID string) ([]tool.Todo, error)
+	SessionDiff(ctx context.Context, sessionID, messageID string) ([]opencode.FileDiff, error)
+	Todos(ctx context.Context, sessionID string) ([]opencode.Todo, error)
 }

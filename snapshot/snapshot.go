@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/opencode-server/opencode-server/internal/atomicfile"
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // Snapshots hands out the snapshot repository of each project directory.
@@ -156,18 +157,8 @@ func (r *Repo) Diff(ctx context.Context, a, b string) (string, error) {
 	return strings.TrimRight(string(out), "\n"), err
 }
 
-// FileDiff is one file changed between two snapshots, as session.diff and
-// /session/{id}/diff carry it.
-type FileDiff struct {
-	File      string `json:"file"`
-	Patch     string `json:"patch,omitempty"`
-	Additions int    `json:"additions"`
-	Deletions int    `json:"deletions"`
-	Status    string `json:"status"` // added, deleted, modified
-}
-
 // Patches is Changed with each file's unified diff.
-func (r *Repo) Patches(ctx context.Context, a, b string) ([]FileDiff, error) {
+func (r *Repo) Patches(ctx context.Context, a, b string) ([]opencode.FileDiff, error) {
 	out, err := r.Changed(ctx, a, b)
 	if err != nil || len(out) == 0 {
 		return out, err
@@ -193,10 +184,10 @@ func (r *Repo) Patches(ctx context.Context, a, b string) ([]FileDiff, error) {
 }
 
 // Changed lists the files that differ between snapshots a and b.
-func (r *Repo) Changed(ctx context.Context, a, b string) ([]FileDiff, error) {
+func (r *Repo) Changed(ctx context.Context, a, b string) ([]opencode.FileDiff, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := []FileDiff{}
+	out := []opencode.FileDiff{}
 	if a == b {
 		return out, nil
 	}
@@ -224,7 +215,7 @@ func (r *Repo) Changed(ctx context.Context, a, b string) ([]FileDiff, error) {
 		}
 		add, _ := strconv.Atoi(f[0])
 		del, _ := strconv.Atoi(f[1])
-		out = append(out, FileDiff{File: f[2], Additions: add, Deletions: del, Status: status[f[2]]})
+		out = append(out, opencode.FileDiff{File: f[2], Additions: add, Deletions: del, Status: status[f[2]]})
 	}
 	return out, nil
 }

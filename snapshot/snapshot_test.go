@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 func write(t *testing.T, dir, p, body string) {
@@ -60,7 +62,7 @@ func TestTrackRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []FileDiff{{File: "a.txt", Additions: 1, Deletions: 1, Status: "modified"}, {File: "new/c.txt", Additions: 1, Status: "added"},
+	want := []opencode.FileDiff{{File: "a.txt", Additions: 1, Deletions: 1, Status: "modified"}, {File: "new/c.txt", Additions: 1, Status: "added"},
 		{File: "src/b.txt", Deletions: 1, Status: "deleted"}}
 	if !reflect.DeepEqual(changed, want) {
 		t.Errorf("Changed = %+v, want %+v", changed, want)

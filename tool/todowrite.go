@@ -5,15 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-)
 
-// Todo is one entry of a session's todo list (OpenCode's Todo: content,
-// status, priority, in that order on the wire).
-type Todo struct {
-	Content  string `json:"content"`
-	Status   string `json:"status"`
-	Priority string `json:"priority"`
-}
+	"github.com/opencode-server/opencode-server/opencode"
+)
 
 // TodoWrite replaces the session's todo list. The tool only checks and
 // echoes the list; lifecycle keeps it (the session's latest list), answers
@@ -44,9 +38,9 @@ func (TodoWrite) Parameters() json.RawMessage {
 		`"required":["content","status","priority"]},"description":"The updated todo list"}},"required":["todos"]}`)
 }
 
-func (t TodoWrite) input(c Call) ([]Todo, error) {
+func (t TodoWrite) input(c Call) ([]opencode.Todo, error) {
 	var in struct {
-		Todos *[]Todo `json:"todos"`
+		Todos *[]opencode.Todo `json:"todos"`
 	}
 	if err := decode(t.Name(), c.Input, &in); err != nil {
 		return nil, err

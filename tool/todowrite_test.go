@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 func TestTodoWrite(t *testing.T) {
@@ -18,7 +20,7 @@ func TestTodoWrite(t *testing.T) {
 	if res.Title != "1 todos" || res.Output != want {
 		t.Errorf("title %q output\n%s", res.Title, res.Output)
 	}
-	if todos, _ := res.Metadata["todos"].([]Todo); len(todos) != 2 {
+	if todos, _ := res.Metadata["todos"].([]opencode.Todo); len(todos) != 2 {
 		t.Errorf("metadata %v", res.Metadata)
 	}
 	perm, pats, err := tw.Permission(Call{Input: json.RawMessage(in)})
