@@ -155,7 +155,7 @@ func coreError(err error) error {
 		switch oe.Code {
 		case opencode.ENotFound:
 			return &rpcError{Code: codeNotFound, Message: oe.Message}
-		case opencode.EInvalid, opencode.EConflict, opencode.ERevoked:
+		case opencode.EInvalid, opencode.EConflict, opencode.ERevoked, opencode.EBusy:
 			return &rpcError{Code: codeInvalidParams, Message: oe.Message}
 		}
 		return &rpcError{Code: codeInternal, Message: oe.Message}

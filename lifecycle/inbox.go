@@ -132,8 +132,7 @@ func (r *runner) restore(s undoPoint) {
 	r.userTurns, r.toolOutputs = s.userTurns, r.toolOutputs[:min(s.outputs, len(r.toolOutputs))]
 	if s.lazy && !r.lazy {
 		// The history read for the turn goes too; the next turn reads it.
-		r.lazy, r.history, r.firstSnap = true, nil, ""
-		r.userTurns, r.toolOutputs = 0, nil
+		r.forgetHistory()
 	}
 	r.sess = s.sess
 	r.resume = s.resume

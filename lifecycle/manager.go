@@ -3,8 +3,10 @@
 // single writer of its store rows and event log. HTTP handlers talk to a
 // runner only through Manager's methods, which send it commands.
 //
-// Lock order: Manager.mu is never held while sending to a runner; store and
-// bus have their own internal locks and are leaves.
+// Lock order (the whole of it: locksordering.txt): Manager.mu is never held
+// while sending to a runner; in a cluster the relay's tailMu is above
+// Manager.mu, which is above cluster.mu; the store's and the bus's own
+// locks are leaves.
 package lifecycle
 
 import (

@@ -117,8 +117,8 @@ func (r *runner) measureEnd(st *step) {
 
 // busyError refuses a session edit while a turn runs.
 func busyError(id string) error {
-	return &opencode.Error{Code: opencode.EConflict, SessionID: id,
-		Message: "Session " + id + " is busy: wait for the turn to end or abort it"}
+	return &opencode.Error{Code: opencode.EBusy, SessionID: id,
+		Message: "Session is busy: " + id} // OpenCode's words
 }
 
 // Revert puts the project's files back to how they were before message

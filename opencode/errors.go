@@ -15,6 +15,7 @@ const (
 	ENotFound     Code = "not_found"
 	EConflict     Code = "conflict"
 	ERevoked      Code = "revoked"
+	EBusy         Code = "busy" // the session runs a turn: OpenCode's SessionBusyError
 	EUnavailable  Code = "unavailable"
 	EInternal     Code = "internal"
 	EUnauthorized Code = "unauthorized"
@@ -36,6 +37,7 @@ type Error struct {
 	Resource  string
 	SessionID string
 	MessageID string
+	RequestID string // a permission or question request (ENotFound)
 	// RetryAfter is when a retry may succeed, in whole seconds (EUnavailable;
 	// 0: soon).
 	RetryAfter int

@@ -292,11 +292,14 @@ func (s *Server) mountCatalog(r chi.Router) {
 	})
 
 	r.Get("/api/location", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.location(r)) })
-	for _, p := range []string{"/api/agent", "/api/integration", "/api/reference", "/api/command", "/api/skill"} {
+	for _, p := range []string{"/api/agent", "/api/integration", "/api/reference", "/api/command"} {
 		r.Get(p, func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": emptyList})
 		})
 	}
+	r.Get("/api/skill", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": s.skills(r)})
+	})
 	r.Get("/api/provider", func(w http.ResponseWriter, r *http.Request) {
 		list := []any{}
 		for i, p := range cat().Providers {

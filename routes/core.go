@@ -6,6 +6,7 @@ import (
 	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/provider"
 )
 
 // Core is what the routes ask of the lifecycle core: *lifecycle.Manager
@@ -59,6 +60,15 @@ type Core interface {
 	ReplyPermission(ctx context.Context, requestID, reply string) error
 	Questions() []opencode.QuestionRequest
 	ReplyQuestion(ctx context.Context, requestID string, answers [][]string, reject bool) error
+	// Tools and skills (listings).
+	ToolIDs() []string
+	Tools(modelID string) []provider.ToolSpec
+	Skills(dir string) []agent.Skill
+
+	CommitRevert(ctx context.Context, sessionID string) error
+	DeleteMessage(ctx context.Context, sessionID, messageID string) error
+	DeletePart(ctx context.Context, sessionID, messageID, partID string) error
+	UpdatePart(ctx context.Context, p opencode.Part) (opencode.Part, error)
 	Revert(ctx context.Context, sessionID, messageID, partID string) (opencode.Session, error)
 	Unrevert(ctx context.Context, sessionID string) (opencode.Session, error)
 	SessionDiff(ctx context.Context, sessionID, messageID string) ([]opencode.FileDiff, error)

@@ -45,6 +45,7 @@ var errorTable = map[opencode.Code]errorKind{
 	opencode.EMethod:       {http.StatusMethodNotAllowed, "MethodNotAllowedError", "MethodNotAllowedError"},
 	opencode.EConflict:     {http.StatusConflict, "ConflictError", "ConflictError"},
 	opencode.ERevoked:      {http.StatusConflict, "MessageRevokedError", "ConflictError"},
+	opencode.EBusy:         {http.StatusConflict, "SessionBusyError", "SessionBusyError"},
 	opencode.ETooLarge:     {http.StatusRequestEntityTooLarge, "PayloadTooLargeError", "PayloadTooLargeError"},
 	opencode.ETooMany:      {http.StatusTooManyRequests, "TooManyRequestsError", "TooManyRequestsError"},
 	opencode.EUnavailable:  {http.StatusServiceUnavailable, "ServiceUnavailableError", "ServiceUnavailableError"},
@@ -80,6 +81,11 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 			msg = "Unexpected server error. Check server logs for details."
 		}
 	}
+	if oe.Code == opencode.EBusy {
+		// OpenCode answers this one in the tagged shape on every route.
+		writeJSON(w, k.status, map[string]any{"_tag": k.v2, "sessionID": oe.SessionID, "message": msg})
+		return
+	}
 	if fam == v1 {
 		data := map[string]any{"message": msg}
 		if oe.Kind != "" {
@@ -98,6 +104,9 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 	switch oe.Code {
 	case opencode.ENotFound:
 		switch {
+		case oe.RequestID != "" && (oe.Resource == "permission" || oe.Resource == "question"):
+			body["_tag"] = map[string]string{"permission": "PermissionNotFoundError", "question": "QuestionNotFoundError"}[oe.Resource]
+			body["requestID"] = oe.RequestID
 		case oe.MessageID != "":
 			body["_tag"] = "MessageNotFoundError"
 			body["sessionID"] = oe.SessionID

@@ -122,6 +122,11 @@ func New(cfg Config) http.Handler {
 	s.mountCatalog(r)
 	s.mountFiles(r)
 	s.mountCommands(r)
+	s.mountParts(r)
+	s.mountMisc(r)
+	s.mountV2Asks(r)
+	s.mountCloud(r)
+	s.mountV2Revert(r)
 	s.routes = newRouteTable(r)
 	return router{r}
 }

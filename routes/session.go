@@ -93,6 +93,21 @@ type questionReplyBody struct {
 	Answers *[][]string `json:"answers"`
 }
 
+// questionAnswers reads the answers of a question reply (none for a reject).
+func questionAnswers(r *http.Request, reject bool) ([][]string, error) {
+	if reject {
+		return nil, nil
+	}
+	var b questionReplyBody
+	if err := decodeBody(r, &b, false); err != nil {
+		return nil, err
+	}
+	if b.Answers == nil {
+		return nil, badRequest("Payload", "answers", "Missing key at [\"answers\"]")
+	}
+	return *b.Answers, nil
+}
+
 // questionReply answers (…/reply, {answers}) or dismisses (…/reject) a
 // question the question tool put to the user.
 func (s *Server) questionReply(w http.ResponseWriter, r *http.Request) error {
@@ -101,16 +116,9 @@ func (s *Server) questionReply(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("Params", "requestID", "Invalid requestID: expected an ID starting with \"que_\"")
 	}
 	reject := strings.HasSuffix(r.URL.Path, "/reject")
-	var answers [][]string
-	if !reject {
-		var b questionReplyBody
-		if err := decodeBody(r, &b, false); err != nil {
-			return err
-		}
-		if b.Answers == nil {
-			return badRequest("Payload", "answers", "Missing key at [\"answers\"]")
-		}
-		answers = *b.Answers
+	answers, err := questionAnswers(r, reject)
+	if err != nil {
+		return err
 	}
 	if err := s.m.ReplyQuestion(detach(r.Context()), id, answers, reject); err != nil {
 		return err

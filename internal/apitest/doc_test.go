@@ -28,6 +28,16 @@ func TestDocumentValid(t *testing.T) {
 	}
 }
 
+// taggedOnV1 are the errors OpenCode 1.18.33 answers in the tagged shape
+// {_tag, message, ...} on v1 routes too (the real server's answers).
+var taggedOnV1 = map[string]bool{"#/components/schemas/SessionBusyError": true,
+	"#/components/schemas/McpServerNotFoundError": true}
+
+// otherShapes are the 4xx answers of v1 routes that OpenCode 1.18.33 gives
+// in neither family (recorded in testdata/reference/cloud/).
+var otherShapes = map[string]bool{"#/components/schemas/ConsoleSwitchRefused": true,
+	"#/components/schemas/UpgradeFailed": true, "#/components/schemas/McpUnsupportedOAuthError": true}
+
 // TestEveryOperationDocumentsErrors: every operation documents 401 and 500,
 // and each error response is in its route family's shape: {name, data} on
 // v1 paths, {_tag, message} on /api paths.
@@ -59,7 +69,13 @@ func TestEveryOperationDocumentsErrors(t *testing.T) {
 				}
 				for _, b := range branches {
 					props := b.Value.Properties
+					if otherShapes[b.Ref] {
+						continue
+					}
 					ok := props["name"] != nil && props["data"] != nil && props["_tag"] == nil
+					if taggedOnV1[b.Ref] {
+						ok = props["_tag"] != nil && props["message"] != nil
+					}
 					if v2 {
 						ok = props["_tag"] != nil && props["message"] != nil && props["name"] == nil
 					}
