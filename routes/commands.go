@@ -14,6 +14,7 @@ import (
 
 	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/config"
+	"github.com/opencode-server/opencode-server/internal/atomicfile"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -24,6 +25,7 @@ func (s *Server) mountCommands(r chi.Router) {
 		writeJSON(w, http.StatusOK, command.List(s.directory(r), s.cfg.Commands, config.GlobalDir()))
 	})
 	r.Post("/session/{sessionID}/command", s.h(v1, s.runCommand))
+	r.Post("/session/{sessionID}/init", s.h(v1, s.initSession))
 	r.Post("/session/{sessionID}/shell", s.h(v1, s.shell))
 	r.Post("/session/{sessionID}/revert", s.h(v1, s.revert))
 	r.Post("/session/{sessionID}/unrevert", s.h(v1, s.unrevert))
@@ -65,6 +67,7 @@ func (s *Server) mountCommands(r chi.Router) {
 		return nil
 	}))
 	r.Patch("/global/config", s.h(v1, s.patchGlobalConfig))
+	r.Patch("/config", s.h(v1, s.patchProjectConfig))
 }
 
 // commandBody is POST /session/{id}/command.
@@ -89,16 +92,55 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeValid(r, &b); err != nil {
 		return err
 	}
+	msg, err := s.execCommand(r, id, b)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, msg)
+	return nil
+}
+
+// initBody is POST /session/{id}/init.
+type initBody struct {
+	ModelID    string `json:"modelID" validate:"required"`
+	ProviderID string `json:"providerID" validate:"required"`
+	MessageID  string `json:"messageID" validate:"required"`
+}
+
+// initSession is POST /session/{id}/init, as OpenCode runs it: the /init
+// command (write AGENTS.md) with the given model and message ID; true once
+// its turn is answered.
+func (s *Server) initSession(w http.ResponseWriter, r *http.Request) error {
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	var b initBody
+	if err := decodeValid(r, &b); err != nil {
+		return err
+	}
+	none := ""
+	if _, err := s.execCommand(r, id, commandBody{Command: "init", Arguments: &none, MessageID: b.MessageID,
+		Model: b.ProviderID + "/" + b.ModelID}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, true)
+	return nil
+}
+
+// execCommand runs command b in session id and returns its answer.
+func (s *Server) execCommand(r *http.Request, id string, b commandBody) (opencode.MessageWithParts, error) {
+	var none opencode.MessageWithParts
 	cmd, ok := command.Find(s.directory(r), s.cfg.Commands, config.GlobalDir(), b.Command)
 	if !ok {
-		return badRequest("Payload", "command", "Command not found: \""+b.Command+"\"")
+		return none, badRequest("Payload", "command", "Command not found: \""+b.Command+"\"")
 	}
 	agent := b.Agent
 	if agent == "" {
 		agent = cmd.Agent
 	}
 	if agent != "" && !s.knownAgent(agent) {
-		return badRequest("Payload", "agent", "Agent not found: \""+agent+"\"")
+		return none, badRequest("Payload", "agent", "Agent not found: \""+agent+"\"")
 	}
 	var model *opencode.MessageModel
 	m := b.Model
@@ -108,13 +150,13 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if m != "" {
 		pid, mid, ok := config.SplitModel(m)
 		if !ok || !s.m.HasModel(pid, mid) {
-			return badRequest("Payload", "model", "Model not found: "+m)
+			return none, badRequest("Payload", "model", "Model not found: "+m)
 		}
 		model = &opencode.MessageModel{ProviderID: pid, ModelID: mid}
 	}
 	mid, minted, err := s.messageIDOr(b.MessageID, "messageID")
 	if err != nil {
-		return err
+		return none, err
 	}
 	home, _ := os.UserHomeDir()
 	parts := command.Prompt(r.Context(), cmd.Template, *b.Arguments, s.directory(r), home, s.knownAgent, s.ids.NewPart)
@@ -140,23 +182,22 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if len(b.Parts) > 0 {
 		extra, err := s.decodeParts(b.Parts)
 		if err != nil {
-			return err
+			return none, err
 		}
 		parts = append(parts, extra...)
 	}
 	in := &opencode.Input{ID: mid, Minted: minted, SessionID: id, Delivery: opencode.Steer, Parts: parts, Agent: agent, Model: model}
 	if _, _, err := s.m.Admit(detach(r.Context()), in); err != nil {
-		return err
+		return none, err
 	}
 	res, err := s.m.Wait(r.Context(), id, in.ID)
 	if err != nil {
-		return err
+		return none, err
 	}
 	if err := s.m.CommandExecuted(detach(r.Context()), id, cmd.Name, *b.Arguments, res.Message.Info.ID); err != nil {
-		return err
+		return none, err
 	}
-	writeJSON(w, http.StatusOK, res.Message)
-	return nil
+	return res.Message, nil
 }
 
 // globalConfigMu serialises read-modify-write of the global config file.
@@ -165,9 +206,14 @@ var globalConfigMu sync.Mutex
 // readGlobalConfig merges the global config files (config.json,
 // opencode.json, opencode.jsonc), top-level keys of later files winning.
 func readGlobalConfig() (map[string]any, error) {
+	return readConfigFiles(config.GlobalDir(), "config.json", "opencode.json", "opencode.jsonc")
+}
+
+// readConfigFiles reads and merges (later over earlier) the config files
+// of dir that exist.
+func readConfigFiles(dir string, names ...string) (map[string]any, error) {
 	out := map[string]any{}
-	dir := config.GlobalDir()
-	for _, n := range []string{"config.json", "opencode.json", "opencode.jsonc"} {
+	for _, n := range names {
 		b, err := os.ReadFile(filepath.Join(dir, n))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -181,7 +227,7 @@ func readGlobalConfig() (map[string]any, error) {
 			err = json.Unmarshal(std, &m)
 		}
 		if err != nil {
-			return nil, &opencode.Error{Code: opencode.EInvalid, Message: "the global config " + n + " is not valid JSON: " + err.Error()}
+			return nil, &opencode.Error{Code: opencode.EInvalid, Message: "the config " + filepath.Join(dir, n) + " is not valid JSON: " + err.Error()}
 		}
 		for k, v := range m {
 			out[k] = v
@@ -205,23 +251,48 @@ func (s *Server) patchGlobalConfig(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	merged := mergeJSON(cur, patch)
-	b, err := json.MarshalIndent(merged, "", "  ")
-	if err != nil {
-		return err
-	}
-	dir := config.GlobalDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, ".opencode.json.tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "opencode.json")); err != nil {
+	if err := writeConfigFile(filepath.Join(config.GlobalDir(), "opencode.json"), merged); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, withoutSecrets(merged))
 	return nil
+}
+
+// patchProjectConfig is PATCH /config, as OpenCode 1.18.33 does it: the
+// patch is merged into config.json of the request's directory, and the
+// answer is the patch. (OpenCode reads that file back as its global
+// config, not the project's; the running server keeps the config it
+// started with, README.)
+func (s *Server) patchProjectConfig(w http.ResponseWriter, r *http.Request) error {
+	var patch map[string]any
+	if err := decodeBody(r, &patch, false); err != nil {
+		return err
+	}
+	dir := s.directory(r)
+	globalConfigMu.Lock()
+	defer globalConfigMu.Unlock()
+	cur, err := readConfigFiles(dir, "config.json")
+	if err != nil {
+		return err
+	}
+	if err := writeConfigFile(filepath.Join(dir, "config.json"), mergeJSON(cur, patch)); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, withoutSecrets(patch))
+	return nil
+}
+
+// writeConfigFile writes a config durably (a crash leaves the old file or
+// the new one, never half of it).
+func writeConfigFile(path string, cfg map[string]any) error {
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return atomicfile.Write(path, append(b, '\n'), 0o644)
 }
 
 // withoutSecrets is a config as an answer may show it: every provider's
