@@ -49,6 +49,8 @@ func ParseRules(raw json.RawMessage) ([]Rule, error) { return agent.ParseRules(r
 type pendingAsk struct {
 	req   opencode.PermissionRequest
 	reply chan string
+	// v2: a client's own ask (AskPermission), announced in the v2 shape.
+	v2 bool
 }
 
 // Permissions lists the pending permission requests of all sessions.
@@ -128,6 +130,10 @@ func (r *runner) answerAsk(requestID, reply string) error {
 		}
 	}
 	a.reply <- reply
+	if a.v2 {
+		r.publishLive(opencode.PermissionV2Replied{SessionID: r.id, RequestID: requestID, Reply: reply})
+		return nil
+	}
 	r.publishLive(opencode.PermissionReplied{SessionID: r.id, RequestID: requestID, Reply: reply})
 	return nil
 }

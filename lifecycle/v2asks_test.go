@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 func TestV2Asks(t *testing.T) {
 	stub := stubmodel.NewServer(t, stubmodel.Directives)
 	dir := t.TempDir()
-	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), `{"bash":"ask"}`), Directory: dir})
+	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), `{"bash":"ask","webfetch":"deny"}`), Directory: dir})
 	c := newClient(t, srv)
 	sid := c.newSession()
 
@@ -92,6 +93,28 @@ func TestV2Asks(t *testing.T) {
 	}
 	c.must("POST", "/api/session/"+sid+"/question/"+qs.Data[0].ID+"/reply", map[string]any{"answers": [][]string{{"A"}}}, 204)
 	c.waitIdle(sid)
+
+	// A client's own check: the session's rules decide; an ask waits in
+	// the same lists and is answered the same way.
+	var eff struct{ Data struct{ ID, Effect string } }
+	for _, tc := range []struct{ body, effect string }{
+		{`{"action":"read","resources":["a.go"]}`, "allow"},
+		{`{"action":"webfetch","resources":["https://x"]}`, "deny"},
+		{`{"id":"per_client1","action":"bash","resources":["make deploy"],"save":["make *"]}`, "ask"},
+	} {
+		c.must("POST", "/api/session/"+sid+"/permission", json.RawMessage(tc.body), 200).json(t, &eff)
+		if eff.Data.Effect != tc.effect || eff.Data.ID == "" {
+			t.Errorf("%s: %+v, want %s", tc.body, eff, tc.effect)
+		}
+	}
+	c.must("GET", "/api/session/"+sid+"/permission/per_client1", nil, 200).json(t, &one)
+	if one.Data.Action != "bash" || len(one.Data.Save) != 1 {
+		t.Errorf("the client's ask = %+v", one)
+	}
+	c.must("POST", "/api/session/"+sid+"/permission", json.RawMessage(`{"id":"per_client1","action":"bash","resources":["x"]}`), 409)
+	c.must("POST", "/api/session/"+sid+"/permission", json.RawMessage(`{"resources":["x"]}`), 400)
+	c.must("POST", "/api/session/"+sid+"/permission/per_client1/reply", map[string]any{"reply": "reject"}, 204)
+	c.must("GET", "/api/session/"+sid+"/permission/per_client1", nil, 404)
 
 	c.must("GET", "/api/session/ses_0000000000000000000000000/permission", nil, 404)
 	c.must("GET", "/api/permission/saved", nil, 200)

@@ -66,6 +66,7 @@ type Core interface {
 	Skills(dir string) []agent.Skill
 
 	CommitRevert(ctx context.Context, sessionID string) error
+	AskPermission(ctx context.Context, in opencode.PermissionV2Request, agent string) (id, effect string, err error)
 	DeleteMessage(ctx context.Context, sessionID, messageID string) error
 	DeletePart(ctx context.Context, sessionID, messageID, partID string) error
 	UpdatePart(ctx context.Context, p opencode.Part) (opencode.Part, error)

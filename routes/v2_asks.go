@@ -16,10 +16,10 @@ import (
 func (s *Server) mountV2Asks(r chi.Router) {
 	r.Get("/api/permission/request", s.h(v2, func(w http.ResponseWriter, r *http.Request) error {
 		dir := s.directory(r)
-		data := []permissionV2{}
+		data := []opencode.PermissionV2Request{}
 		for _, p := range s.m.Permissions() {
 			if s.inDirectory(r.Context(), p.SessionID, dir) {
-				data = append(data, toPermissionV2(p))
+				data = append(data, p.V2())
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": data})
@@ -50,13 +50,46 @@ func (s *Server) mountV2Asks(r chi.Router) {
 		if err != nil {
 			return err
 		}
-		data := []permissionV2{}
+		data := []opencode.PermissionV2Request{}
 		for _, p := range s.m.Permissions() {
 			if p.SessionID == id {
-				data = append(data, toPermissionV2(p))
+				data = append(data, p.V2())
 			}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"data": data})
+		return nil
+	}))
+	r.Post("/api/session/{sessionID}/permission", s.h(v2, func(w http.ResponseWriter, r *http.Request) error {
+		id, err := s.v2AskSession(r)
+		if err != nil {
+			return err
+		}
+		var b struct {
+			ID        string                       `json:"id"`
+			Action    *string                      `json:"action"`
+			Resources *[]string                    `json:"resources"`
+			Save      []string                     `json:"save"`
+			Metadata  map[string]any               `json:"metadata"`
+			Source    *opencode.PermissionV2Source `json:"source"`
+			Agent     string                       `json:"agent"`
+		}
+		if err := decodeBody(r, &b, false); err != nil {
+			return err
+		}
+		switch {
+		case b.Action == nil:
+			return badRequest("Payload", "action", "Missing key\n  at [\"action\"]")
+		case b.Resources == nil:
+			return badRequest("Payload", "resources", "Missing key\n  at [\"resources\"]")
+		case b.ID != "" && identifier.Check(identifier.Permission, b.ID) != nil:
+			return badRequest("Payload", "id", "Expected a string starting with \"per\", got \""+b.ID+"\"")
+		}
+		rid, effect, err := s.m.AskPermission(detach(r.Context()), opencode.PermissionV2Request{ID: b.ID, SessionID: id,
+			Action: *b.Action, Resources: *b.Resources, Save: b.Save, Metadata: b.Metadata, Source: b.Source}, b.Agent)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"data": map[string]any{"id": rid, "effect": effect}})
 		return nil
 	}))
 	r.Get("/api/session/{sessionID}/permission/{requestID}", s.h(v2, func(w http.ResponseWriter, r *http.Request) error {
@@ -64,7 +97,7 @@ func (s *Server) mountV2Asks(r chi.Router) {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"data": toPermissionV2(p)})
+		writeJSON(w, http.StatusOK, map[string]any{"data": p.V2()})
 		return nil
 	}))
 	r.Post("/api/session/{sessionID}/permission/{requestID}/reply", s.h(v2, func(w http.ResponseWriter, r *http.Request) error {
@@ -118,34 +151,6 @@ func (s *Server) mountV2Asks(r chi.Router) {
 	}
 	r.Post("/api/session/{sessionID}/question/{requestID}/reply", answer(false))
 	r.Post("/api/session/{sessionID}/question/{requestID}/reject", answer(true))
-}
-
-// permissionV2 is OpenCode's PermissionV2Request.
-type permissionV2 struct {
-	ID        string           `json:"id"`
-	SessionID string           `json:"sessionID"`
-	Action    string           `json:"action"`
-	Resources []string         `json:"resources"`
-	Save      []string         `json:"save,omitempty"`
-	Metadata  map[string]any   `json:"metadata,omitempty"`
-	Source    *permissionV2Src `json:"source,omitempty"`
-}
-
-type permissionV2Src struct {
-	Type      string `json:"type"`
-	MessageID string `json:"messageID"`
-	CallID    string `json:"callID"`
-}
-
-func toPermissionV2(p opencode.PermissionRequest) permissionV2 {
-	out := permissionV2{ID: p.ID, SessionID: p.SessionID, Action: p.Permission, Resources: p.Patterns, Save: p.Always, Metadata: p.Metadata}
-	if out.Resources == nil {
-		out.Resources = []string{}
-	}
-	if p.Tool != nil {
-		out.Source = &permissionV2Src{Type: "tool", MessageID: p.Tool.MessageID, CallID: p.Tool.CallID}
-	}
-	return out
 }
 
 // inDirectory reports whether session id works in dir.
