@@ -461,6 +461,73 @@ func badCases() []badCase {
 		badCase{name: "oauth/callback without method", method: "POST", path: "/provider/p/oauth/callback", body: `{}`, status: 400, field: "method"},
 		badCase{name: "mcp auth/callback without code", method: "POST", path: "/mcp/x/auth/callback", body: `{}`, status: 400, field: "code"},
 	)
+	// The project, vcs and worktree routes (the server's directory is
+	// outside git: OpenCode's answers there are errors too).
+	add(
+		badCase{name: "vcs/diff without mode", method: "GET", path: "/vcs/diff", status: 400, field: "mode"},
+		badCase{name: "vcs/diff unknown mode", method: "GET", path: "/vcs/diff?mode=GIT", status: 400, field: "mode", msgHas: "GIT"},
+		badCase{name: "vcs/diff mode twice", method: "GET", path: "/vcs/diff?mode=git&mode=branch", status: 400, field: "mode"},
+		badCase{name: "vcs/diff negative context", method: "GET", path: "/vcs/diff?mode=git&context=-1", status: 400, field: "context"},
+		badCase{name: "vcs/diff context not a number", method: "GET", path: "/vcs/diff?mode=git&context=abc", status: 400, field: "context", msgHas: "NaN"},
+		badCase{name: "vcs/diff fractional context", method: "GET", path: "/vcs/diff?mode=git&context=1.5", status: 400, field: "context"},
+		badCase{name: "vcs/diff infinite context", method: "GET", path: "/vcs/diff?mode=git&context=Infinity", status: 400, field: "context"},
+		badCase{name: "vcs/apply without patch", method: "POST", path: "/vcs/apply", body: `{}`, status: 400, field: "patch"},
+		badCase{name: "vcs/apply patch a number", method: "POST", path: "/vcs/apply", body: `{"patch":5}`, status: 400, field: "patch"},
+		badCase{name: "vcs/apply patch null", method: "POST", path: "/vcs/apply", body: `{"patch":null}`, status: 400, field: "patch"},
+		badCase{name: "vcs/apply malformed", method: "POST", path: "/vcs/apply", body: `{"patch":`, status: 400, msgHas: "JSON"},
+		badCase{name: "vcs/apply no body", method: "POST", path: "/vcs/apply", body: "", status: 400, msgHas: "required"},
+		badCase{name: "vcs/apply outside git", method: "POST", path: "/vcs/apply", body: `{"patch":"x"}`, status: 400, msgHas: "not git-based"},
+		badCase{name: "vcs/GET apply", method: "GET", path: "/vcs/apply", status: 405},
+		badCase{name: "project/patch name a number", method: "PATCH", path: "/project/global", body: `{"name":5}`, status: 400, field: "name"},
+		badCase{name: "project/patch icon a string", method: "PATCH", path: "/project/global", body: `{"icon":"blue"}`, status: 400, field: "icon"},
+		badCase{name: "project/patch start a number", method: "PATCH", path: "/project/global", body: `{"commands":{"start":5}}`, status: 400, field: "commands.start"},
+		badCase{name: "project/patch an array", method: "PATCH", path: "/project/global", body: `[]`, status: 400},
+		badCase{name: "project/patch no body", method: "PATCH", path: "/project/global", body: "", status: 400, msgHas: "required"},
+		badCase{name: "project/git init of a missing directory", method: "POST", path: "/project/git/init?directory=%2Fnonexistent%2Fdir", status: 400, field: "directory"},
+		badCase{name: "project/DELETE", method: "DELETE", path: "/project/global", status: 405},
+		badCase{name: "worktree/create name a number", method: "POST", path: "/experimental/worktree", body: `{"name":5}`, status: 400, field: "name"},
+		badCase{name: "worktree/create startCommand a number", method: "POST", path: "/experimental/worktree", body: `{"startCommand":[]}`, status: 400, field: "startCommand"},
+		badCase{name: "worktree/create outside git", method: "POST", path: "/experimental/worktree", body: `{}`, status: 400, msgHas: "only supported for git"},
+		badCase{name: "worktree/remove no body", method: "DELETE", path: "/experimental/worktree", body: "", status: 400, msgHas: "required"},
+		badCase{name: "worktree/remove without directory", method: "DELETE", path: "/experimental/worktree", body: `{}`, status: 400, field: "directory"},
+		badCase{name: "worktree/remove directory a number", method: "DELETE", path: "/experimental/worktree", body: `{"directory":5}`, status: 400, field: "directory"},
+		badCase{name: "worktree/remove outside git", method: "DELETE", path: "/experimental/worktree", body: `{"directory":"/tmp"}`, status: 400, msgHas: "only supported for git"},
+		badCase{name: "worktree/reset without directory", method: "POST", path: "/experimental/worktree/reset", body: `{}`, status: 400, field: "directory"},
+		badCase{name: "worktree/reset outside git", method: "POST", path: "/experimental/worktree/reset", body: `{"directory":"/tmp"}`, status: 400, msgHas: "only supported for git"},
+		badCase{name: "worktree/PUT", method: "PUT", path: "/experimental/worktree", status: 405},
+	)
+	// Editing the conversation, the v2 asks and revert, listings, the log,
+	// the config, init and the cloud-only operations.
+	add(
+		badCase{name: "part/patch bad part id", method: "PATCH", path: "/session/{ses}/message/msg_1/part/abc", body: `{}`, status: 400, field: "partID"},
+		badCase{name: "part/patch bad message id", method: "PATCH", path: "/session/{ses}/message/abc/part/prt_1", body: `{}`, status: 400, field: "messageID"},
+		badCase{name: "part/patch ids not the path's", method: "PATCH", path: "/session/{ses}/message/msg_1/part/prt_1", body: `{"id":"prt_2","messageID":"msg_1","sessionID":"ses_x","type":"text","text":"x"}`, status: 400, msgHas: "must be the ones in the path"},
+		badCase{name: "part/patch malformed", method: "PATCH", path: "/session/{ses}/message/msg_1/part/prt_1", body: `{"id":`, status: 400, msgHas: "JSON"},
+		badCase{name: "part/delete bad part id", method: "DELETE", path: "/session/{ses}/message/msg_1/part/abc", status: 400, field: "partID"},
+		badCase{name: "message/delete bad id", method: "DELETE", path: "/session/{ses}/message/abc", status: 400, field: "messageID"},
+		badCase{name: "message/delete unknown session", method: "DELETE", path: "/session/" + nosuch + "/message/msg_1", status: 404, msgHas: nosuch},
+		badCase{name: "v2 ask/bad permission id", method: "GET", path: "/api/session/{ses}/permission/abc", status: 400, field: "requestID"},
+		badCase{name: "v2 ask/unknown permission", method: "POST", path: "/api/session/{ses}/permission/per_1/reply", body: `{"reply":"once"}`, status: 404, msgHas: "per_1"},
+		badCase{name: "v2 ask/bad question id", method: "POST", path: "/api/session/{ses}/question/abc/reply", body: `{"answers":[]}`, status: 400, field: "requestID"},
+		badCase{name: "v2 ask/unknown question", method: "POST", path: "/api/session/{ses}/question/que_1/reject", status: 404, msgHas: "que_1"},
+		badCase{name: "v2 ask/unknown session", method: "GET", path: "/api/session/" + nosuch + "/question", status: 404, msgHas: nosuch},
+		badCase{name: "v2 revert/stage without messageID", method: "POST", path: "/api/session/{ses}/revert/stage", body: `{}`, status: 400, field: "messageID"},
+		badCase{name: "v2 revert/stage bad messageID", method: "POST", path: "/api/session/{ses}/revert/stage", body: `{"messageID":"abc"}`, status: 400, field: "messageID"},
+		badCase{name: "v2 revert/stage unknown message", method: "POST", path: "/api/session/{ses}/revert/stage", body: `{"messageID":"msg_1"}`, status: 404, msgHas: "msg_1"},
+		badCase{name: "v2 compact/unknown session", method: "POST", path: "/api/session/" + nosuch + "/compact", status: 404, msgHas: nosuch},
+		badCase{name: "log/bad level", method: "POST", path: "/log", body: `{"service":"s","level":"loud","message":"m"}`, status: 400, field: "level"},
+		badCase{name: "log/no message", method: "POST", path: "/log", body: `{"service":"s","level":"info"}`, status: 400, field: "message"},
+		badCase{name: "tool/no model", method: "GET", path: "/experimental/tool?provider=p", status: 400, field: "model"},
+		badCase{name: "experimental session/bad limit", method: "GET", path: "/experimental/session?limit=-1", status: 400, field: "limit"},
+		badCase{name: "experimental session/bad archived", method: "GET", path: "/experimental/session?archived=yes", status: 400, field: "archived"},
+		badCase{name: "config/patch an array", method: "PATCH", path: "/config", body: `[]`, status: 400},
+		badCase{name: "init/missing messageID", method: "POST", path: "/session/{ses}/init", body: `{"providerID":"p","modelID":"m"}`, status: 400, field: "messageID"},
+		badCase{name: "init/unknown model", method: "POST", path: "/session/{ses}/init", body: `{"providerID":"p","modelID":"m","messageID":"msg_1"}`, status: 400, msgHas: "Model not found: p/m"},
+		badCase{name: "console/switch without accountID", method: "POST", path: "/experimental/console/switch", body: `{}`, status: 400, field: "accountID"},
+		badCase{name: "upgrade/without target", method: "POST", path: "/global/upgrade", body: `{}`, status: 400, field: "target"},
+		badCase{name: "oauth/callback without method", method: "POST", path: "/provider/p/oauth/callback", body: `{}`, status: 400, field: "method"},
+		badCase{name: "mcp auth/callback without code", method: "POST", path: "/mcp/x/auth/callback", body: `{}`, status: 400, field: "code"},
+	)
 	return cs
 }
 
@@ -570,6 +637,9 @@ func TestBadInputDocumented(t *testing.T) {
 		{"abort idle session", "POST", "/session/{ses}/abort", "", "", nil, 200, false},
 		{"after=+5 is 5", "GET", "/api/session/{ses}/history?after=%2B5", "", "", nil, 200, false},
 		{"after empty is 0", "GET", "/api/session/{ses}/history?after=", "", "", nil, 200, false},
+		// context is read as JavaScript's Number: empty is 0, 1e1 is 10.
+		{"empty diff context", "GET", "/vcs/diff?mode=git&context=", "", "", nil, 200, false},
+		{"exponent diff context", "GET", "/vcs/diff?mode=git&context=1e1", "", "", nil, 200, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

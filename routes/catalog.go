@@ -259,15 +259,9 @@ func (s *Server) mountCatalog(r chi.Router) {
 		writeJSON(w, http.StatusOK, map[string]any{"home": home, "state": home + "/.local/state/opencode",
 			"config": home + "/.config/opencode", "worktree": "/", "directory": s.directory(r)})
 	})
-	r.Get("/project/current", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"id": "global", "worktree": "/", "time": map[string]any{"created": 0, "updated": 0}, "sandboxes": emptyList})
-	})
-	// No VCS information: OpenCode's VcsInfo has only optional strings.
-	r.Get("/vcs", ok(map[string]any{}))
 	r.Get("/experimental/capabilities", ok(map[string]any{"backgroundSubagents": false}))
 	r.Get("/experimental/console", ok(map[string]any{"consoleManagedProviders": emptyList, "switchableOrgCount": 0}))
-	for _, p := range []string{"/lsp", "/formatter", "/experimental/workspace", "/experimental/workspace/status",
-		"/project/global/directories"} {
+	for _, p := range []string{"/lsp", "/formatter", "/experimental/workspace", "/experimental/workspace/status"} {
 		r.Get(p, ok(emptyList))
 	}
 	r.Get("/mcp", func(w http.ResponseWriter, r *http.Request) {

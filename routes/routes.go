@@ -127,6 +127,7 @@ func New(cfg Config) http.Handler {
 	s.mountV2Asks(r)
 	s.mountCloud(r)
 	s.mountV2Revert(r)
+	s.mountVCS(r)
 	s.mountExperimentalSessions(r)
 	s.routes = newRouteTable(r)
 	return router{r}

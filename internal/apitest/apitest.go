@@ -33,6 +33,9 @@ func Load() (*openapi3.T, error) {
 	return doc, nil
 }
 
+// A raw diff (GET /vcs/diff/raw) is text, as OpenCode sends it.
+func init() { openapi3filter.RegisterBodyDecoder("text/x-diff", openapi3filter.PlainBodyDecoder) }
+
 // validator is the parsed document and its router, built once per test
 // binary: every test server shares them.
 type validator struct {
