@@ -417,6 +417,50 @@ func badCases() []badCase {
 		badCase{name: "prompt/directory NUL", method: "POST", path: "/session/{ses}/message?directory=%00", body: textPrompt("x"), status: 400, field: "directory"},
 	)
 
+	// The TUI control routes (testdata/reference/tui has what opencode
+	// serve answers; malformed JSON is a 500 there).
+	add(
+		badCase{name: "tui/append-prompt no body", method: "POST", path: "/tui/append-prompt", body: "", status: 400, msgHas: "required"},
+		badCase{name: "tui/append-prompt missing text", method: "POST", path: "/tui/append-prompt", body: `{}`, status: 400, field: "text", msgHas: "Missing key"},
+		badCase{name: "tui/append-prompt text number", method: "POST", path: "/tui/append-prompt", body: `{"text":1}`, status: 400, field: "text"},
+		badCase{name: "tui/append-prompt malformed", method: "POST", path: "/tui/append-prompt", body: `{"text":"x"`, status: 400, msgHas: "JSON"},
+		badCase{name: "tui/append-prompt null", method: "POST", path: "/tui/append-prompt", body: `null`, status: 400, field: "text"},
+		badCase{name: "tui/append-prompt array", method: "POST", path: "/tui/append-prompt", body: `[]`, status: 400},
+		badCase{name: "tui/append-prompt duplicate key", method: "POST", path: "/tui/append-prompt", body: `{"text":"a","text":"b"}`, status: 400, field: "text", msgHas: "Duplicate"},
+		badCase{name: "tui/append-prompt oversized", method: "POST", path: "/tui/append-prompt", raw: oversized(), status: 413},
+		badCase{name: "tui/append-prompt directory NUL", method: "POST", path: "/tui/append-prompt?directory=%00", body: `{"text":"x"}`, status: 400, field: "directory"},
+		badCase{name: "tui/execute-command missing", method: "POST", path: "/tui/execute-command", body: `{}`, status: 400, field: "command"},
+		badCase{name: "tui/execute-command number", method: "POST", path: "/tui/execute-command", body: `{"command":5}`, status: 400, field: "command"},
+		badCase{name: "tui/show-toast missing variant", method: "POST", path: "/tui/show-toast", body: `{"message":"hi"}`, status: 400, field: "variant"},
+		badCase{name: "tui/show-toast missing message", method: "POST", path: "/tui/show-toast", body: `{"variant":"info"}`, status: 400, field: "message"},
+		badCase{name: "tui/show-toast bad variant", method: "POST", path: "/tui/show-toast", body: `{"message":"hi","variant":"loud"}`, status: 400, field: "variant", msgHas: "loud"},
+		badCase{name: "tui/show-toast duration 0", method: "POST", path: "/tui/show-toast", body: `{"message":"hi","variant":"info","duration":0}`, status: 400, field: "duration", msgHas: "greater than 0"},
+		badCase{name: "tui/show-toast duration negative", method: "POST", path: "/tui/show-toast", body: `{"message":"hi","variant":"info","duration":-1}`, status: 400, field: "duration"},
+		badCase{name: "tui/show-toast duration fraction", method: "POST", path: "/tui/show-toast", body: `{"message":"hi","variant":"info","duration":1.5}`, status: 400, field: "duration"},
+		badCase{name: "tui/show-toast duration string", method: "POST", path: "/tui/show-toast", body: `{"message":"hi","variant":"info","duration":"5"}`, status: 400, field: "duration"},
+		badCase{name: "tui/show-toast title number", method: "POST", path: "/tui/show-toast", body: `{"message":"hi","variant":"info","title":3}`, status: 400, field: "title"},
+		badCase{name: "tui/publish unknown type", method: "POST", path: "/tui/publish", body: `{"type":"tui.nope","properties":{}}`, status: 400, field: "type", msgHas: "tui.nope"},
+		badCase{name: "tui/publish no type", method: "POST", path: "/tui/publish", body: `{}`, status: 400, field: "type"},
+		badCase{name: "tui/publish missing properties", method: "POST", path: "/tui/publish", body: `{"type":"tui.prompt.append"}`, status: 400, field: "properties"},
+		badCase{name: "tui/publish properties not object", method: "POST", path: "/tui/publish", body: `{"type":"tui.prompt.append","properties":5}`, status: 400, field: "properties"},
+		badCase{name: "tui/publish missing text", method: "POST", path: "/tui/publish", body: `{"type":"tui.prompt.append","properties":{}}`, status: 400, field: "properties.text"},
+		badCase{name: "tui/publish bad toast", method: "POST", path: "/tui/publish", body: `{"type":"tui.toast.show","properties":{"message":"m","variant":"info","duration":0}}`, status: 400, field: "properties.duration"},
+		badCase{name: "tui/publish bad session prefix", method: "POST", path: "/tui/publish", body: `{"type":"tui.session.select","properties":{"sessionID":"abc"}}`, status: 400, field: "properties.sessionID"},
+		badCase{name: "tui/publish command number", method: "POST", path: "/tui/publish", body: `{"type":"tui.command.execute","properties":{"command":1}}`, status: 400, field: "properties.command"},
+		badCase{name: "tui/select-session missing", method: "POST", path: "/tui/select-session", body: `{}`, status: 400, field: "sessionID"},
+		badCase{name: "tui/select-session bad prefix", method: "POST", path: "/tui/select-session", body: `{"sessionID":"abc"}`, status: 400, field: "sessionID", msgHas: "ses_"},
+		badCase{name: "tui/select-session prefix without underscore", method: "POST", path: "/tui/select-session", body: `{"sessionID":"sesabc"}`, status: 400, field: "sessionID"},
+		badCase{name: "tui/select-session number", method: "POST", path: "/tui/select-session", body: `{"sessionID":5}`, status: 400, field: "sessionID"},
+		badCase{name: "tui/select-session unknown", method: "POST", path: "/tui/select-session", body: `{"sessionID":"` + nosuch + `"}`, status: 404, msgHas: nosuch},
+		badCase{name: "tui/control/response no body", method: "POST", path: "/tui/control/response", body: "", status: 400, msgHas: "required"},
+		badCase{name: "tui/control/response not JSON", method: "POST", path: "/tui/control/response", body: `garbage`, status: 400, msgHas: "JSON"},
+		badCase{name: "tui/control/response trailing data", method: "POST", path: "/tui/control/response", body: `{} {}`, status: 400},
+		badCase{name: "tui/GET append-prompt", method: "GET", path: "/tui/append-prompt", status: 405},
+		badCase{name: "tui/POST control/next", method: "POST", path: "/tui/control/next", status: 405},
+		badCase{name: "tui/GET control/response", method: "GET", path: "/tui/control/response", status: 405},
+		badCase{name: "tui/unknown route", method: "POST", path: "/tui/nope", status: 404},
+	)
+
 	// Methods and routes.
 	add(
 		badCase{name: "method/PUT v1 session", method: "PUT", path: "/session/{ses}", status: 405},

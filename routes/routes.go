@@ -64,6 +64,9 @@ type Config struct {
 	// IDs mints the IDs the REST boundary gives (messages, parts,
 	// sessions, events): the process-wide generator when nil.
 	IDs *identifier.Generator
+	// Publish puts a live event no session owns (the /tui routes') on the
+	// bus /event serves, on every instance; nil: those events go nowhere.
+	Publish func(*opencode.Event)
 }
 
 // Server holds the handlers' dependencies.
@@ -122,6 +125,7 @@ func New(cfg Config) http.Handler {
 	s.mountCatalog(r)
 	s.mountFiles(r)
 	s.mountCommands(r)
+	s.mountTUI(r)
 	s.mountParts(r)
 	s.mountMisc(r)
 	s.mountV2Asks(r)

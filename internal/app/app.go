@@ -162,7 +162,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: cat, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
 		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers, ForwardWindow: o.ForwardWindow,
-		Credentials: mods.auth, Reload: mods.rebuild})
+		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive})
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
 	started = true
 	return a, nil
