@@ -238,7 +238,13 @@ func (r *runner) saveIntended(s opencode.Session) (opencode.Session, error) {
 // between its intent and the stored session: the files go to the
 // intended snapshot (again: a restore is idempotent) and the session gets
 // the intended revert.
-func (r *runner) finishRestore(data []byte) {
+func (r *runner) finishRestore(data []byte) { r.finishRestoreTry(data, 0) }
+
+// restoreRetry bounds the pause between tries of an interrupted restore
+// that failed (git busy or broken for a moment).
+const restoreRetry = 30 * time.Second
+
+func (r *runner) finishRestoreTry(data []byte, try int) {
 	var in restoreIntent
 	if err := json.Unmarshal(data, &in); err != nil {
 		r.m.log.Error("restore intent unreadable: dropped", "session", r.id, "err", err)
@@ -250,8 +256,25 @@ func (r *runner) finishRestore(data []byte) {
 		err := repo.Restore(ctx, in.Target)
 		cancel()
 		if err != nil {
-			// Left for the next start to finish.
-			r.m.log.Error("finish an interrupted "+in.Kind, "session", r.id, "err", err)
+			// Tried again in the background, backing off, while the
+			// runner lives (it is not evicted meanwhile); else at the
+			// next start.
+			pause := min(time.Second<<min(try, 5), restoreRetry)
+			if try == 0 {
+				r.m.log.Error("finish an interrupted "+in.Kind+": retrying", "session", r.id, "err", err)
+			}
+			r.offLoop(func() {
+				t := time.NewTimer(pause)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-r.m.ctx.Done():
+				}
+			}, func() {
+				if _, pending := r.m.cfg.Snapshots.Intent(r.id); pending && r.m.ctx.Err() == nil {
+					r.finishRestoreTry(data, try+1)
+				}
+			})
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +76,7 @@ func (r *Repo) git(ctx context.Context, args ...string) ([]byte, error) {
 	cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0", "GIT_INDEX_FILE="+filepath.Join(r.gitDir, "index"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := run(cmd, cmd.Output)
 	if err != nil {
 		return out, fmt.Errorf("snapshot: git %s: %v: %s", args[0], err, bytes.TrimSpace(stderr.Bytes()))
 	}
@@ -86,12 +87,19 @@ func (r *Repo) init(ctx context.Context) error {
 	if r.ready {
 		return nil
 	}
+	// A git killed half-way (the server with it) leaves its index lock,
+	// and every later git call here would fail on it. The data directory
+	// is this process's alone, and no git of this process has run on the
+	// repository yet: the lock is stale.
+	if err := os.Remove(filepath.Join(r.gitDir, "index.lock")); err == nil {
+		slog.Warn("snapshot: removed a stale index lock", "repo", r.gitDir)
+	}
 	if _, err := os.Stat(filepath.Join(r.gitDir, "HEAD")); err != nil {
 		if err := os.MkdirAll(r.gitDir, 0o755); err != nil {
 			return err
 		}
 		cmd := exec.CommandContext(ctx, "git", "init", "--quiet", "--bare", r.gitDir)
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := run(cmd, cmd.CombinedOutput); err != nil {
 			return fmt.Errorf("snapshot: git init: %v: %s", err, out)
 		}
 	}

@@ -98,3 +98,37 @@ func TestTrackRestore(t *testing.T) {
 		t.Errorf("the project's repository changed: %s", out)
 	}
 }
+
+// TestStaleIndexLock: a git killed half-way leaves the snapshot index's
+// lock; the next process's first snapshot removes it instead of failing
+// on it for good.
+func TestStaleIndexLock(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	write(t, dir, "a.txt", "one\n")
+	ctx := context.Background()
+	data := t.TempDir()
+	first, err := New(data).For(ctx, dir).Track(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock string
+	filepath.WalkDir(filepath.Join(data, "snapshot"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "index" {
+			lock = p + ".lock"
+		}
+		return nil
+	})
+	if lock == "" {
+		t.Fatal("no snapshot index")
+	}
+	if err := os.WriteFile(lock, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(data).For(ctx, dir).Track(ctx) // the next process
+	if err != nil || again != first {
+		t.Fatalf("after a stale lock: %q %v, want %q", again, err, first)
+	}
+}
