@@ -386,6 +386,9 @@ func (s *Server) deleteAuth(w http.ResponseWriter, r *http.Request) error {
 // here the catalog is made again from them.
 func (s *Server) dispose(w http.ResponseWriter, r *http.Request) error {
 	s.reload()
+	// As OpenCode starts the directory's instance again: its project is
+	// looked up anew (a first commit or a remote since is seen).
+	s.projects.reg.Forget(s.directory(r))
 	writeJSON(w, http.StatusOK, true)
 	return nil
 }

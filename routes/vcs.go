@@ -1,6 +1,8 @@
 package routes
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/vcs"
 )
 
@@ -18,6 +21,8 @@ import (
 // patch, all in the directory the request addresses, and the worktree
 // routes (worktree.go).
 func (s *Server) mountVCS(r chi.Router) {
+	// As OpenCode's GlobalBus: on /global/event only.
+	s.projects.reg.Notify = func(p vcs.Project) { s.publishLive("project.updated", "global", p) }
 	s.mountProjects(r)
 	s.mountWorktrees(r)
 	r.Get("/vcs", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {
@@ -108,6 +113,21 @@ func (s *Server) mountVCS(r chi.Router) {
 		writeJSON(w, http.StatusOK, map[string]any{"applied": true})
 		return nil
 	}))
+}
+
+// publishLive puts an event no session owns on the bus, in directory dir.
+func (s *Server) publishLive(typ, dir string, props any) {
+	if s.cfg.Publish == nil {
+		return
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // as JSON.stringify writes "<", ">" and "&"
+	if err := enc.Encode(props); err != nil {
+		s.log.Error("encode event", "type", typ, "err", err)
+		return
+	}
+	s.cfg.Publish(&opencode.Event{ID: s.ids.NewEvent(), Type: typ, Directory: dir, Data: bytes.TrimSuffix(b.Bytes(), []byte("\n"))})
 }
 
 // tree is the request's directory in its project.

@@ -187,6 +187,57 @@ func (v *vcsRun) check(st vcsStep) []byte {
 	return body
 }
 
+// checkReady compares the worktree.ready frames of /global/event with the
+// recorded ones, and looks for the project's project.updated.
+func (v *vcsRun) checkReady(global *stream) {
+	t := v.t
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(vcsRefDir, "global_event.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type frame struct {
+		Directory string `json:"directory"`
+		Payload   struct {
+			Type       string         `json:"type"`
+			Properties map[string]any `json:"properties"`
+		} `json:"payload"`
+	}
+	ready := func(raw string, work, id string) (out []string, updated bool) {
+		for _, l := range strings.Split(raw, "\n") {
+			d, ok := strings.CutPrefix(l, "data: ")
+			if !ok {
+				continue
+			}
+			var f frame
+			if json.Unmarshal([]byte(d), &f) != nil {
+				continue
+			}
+			switch f.Payload.Type {
+			case "worktree.ready":
+				b, _ := json.Marshal(f.Payload.Properties)
+				out = append(out, v.norm(f.Directory+" "+string(b), work, id))
+			case "project.updated":
+				updated = updated || (f.Directory == "global" && f.Payload.Properties["id"] == id)
+			}
+		}
+		return out, updated
+	}
+	want, _ := ready(string(raw), vcsRefWork, v.ref)
+	var got []string
+	var updated bool
+	global.waitFor("4 worktree.ready", func(fs []string) bool {
+		got, updated = ready(strings.Join(fs, "\n"), v.w, v.id)
+		return len(got) >= len(want)
+	})
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("worktree.ready frames\n%q\nrecorded\n%q", got, want)
+	}
+	if !updated {
+		t.Error("no project.updated of the project on /global/event")
+	}
+}
+
 func runGit(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
@@ -247,6 +298,10 @@ func TestVCSReference(t *testing.T) {
 	ts := testserver.Start(t, testserver.Options{Directory: w + "/project"})
 	v := &vcsRun{t: t, c: &http.Client{Transport: tr, Timeout: time.Minute}, url: ts.URL, w: w,
 		id: strings.TrimSpace(runGit(t, w+"/project", "rev-list", "--max-parents=0", "HEAD"))}
+	// The events: worktree.ready as OpenCode sends them, project.updated.
+	e := &env{t: t, ts: ts, c: v.c, dir: w + "/project"}
+	global := e.open("/global/event")
+	global.header()
 	var ref struct{ ID string }
 	_, _, b := recorded(t, "git_project_current")
 	if err := json.Unmarshal(b, &ref); err != nil {
@@ -415,6 +470,8 @@ func TestVCSReference(t *testing.T) {
 			if want := "diff --git a/src/ünï.txt b/src/ünï.txt\n"; !bytes.HasPrefix(b, []byte(want)) || !bytes.Contains(rawAll, b) {
 				t.Errorf("raw diff of src: %q", b)
 			}
+		case "worktree_create_start":
+			v.checkReady(global)
 		case "worktree_project_current":
 			var p struct{ Sandboxes []string }
 			if err := json.Unmarshal(b, &p); err != nil || len(p.Sandboxes) != 4 {

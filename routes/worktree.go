@@ -57,6 +57,11 @@ func (s *Server) createWorktree(w http.ResponseWriter, r *http.Request) error {
 	if _, _, err := s.projects.reg.Open(r.Context(), wt.Directory); err != nil {
 		return s.gitError(r, err)
 	}
+	ready := map[string]any{"name": wt.Name}
+	if wt.Branch != "" {
+		ready["branch"] = wt.Branch
+	}
+	s.publishLive("worktree.ready", wt.Directory, ready)
 	extra := ""
 	if body.StartCommand != nil {
 		extra = *body.StartCommand
