@@ -17,7 +17,8 @@ import (
 // write), the server does not loop rebuilding the session (a handful of
 // "commit failed" lines, not hundreds a second); once space is freed the
 // session recovers by itself and every input acknowledged with a 2xx is
-// answered.
+// answered. A restart on the full disk answers reads, or exits at once
+// saying the disk is full (today: the store's migration cannot write).
 func TestDiskFull(t *testing.T) {
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", mnt).CombinedOutput(); err != nil {
@@ -31,7 +32,8 @@ func TestDiskFull(t *testing.T) {
 	// A slow model: a turn is streaming when the disk fills, so the store
 	// holds it open and every rebuild of the session has a recovery to
 	// commit.
-	srv := startServer(t, data, logPath, "--scripted-chunks", "60", "--scripted-delay", "50ms")
+	args := []string{"--scripted-chunks", "60", "--scripted-delay", "50ms"}
+	srv := startServer(t, data, logPath, args...)
 	t.Cleanup(func() {
 		srv.kill()
 		_ = exec.Command("umount", "-l", mnt).Run()
@@ -105,10 +107,42 @@ func TestDiskFull(t *testing.T) {
 	if n := logged() - before; n > 20 {
 		t.Errorf("%d \"commit failed\" log lines in two seconds of a full disk: the session is rebuilt in a loop", n)
 	}
+	// A restart on the full disk: within a bounded time it serves what it
+	// can read (and answers writes, a 503 where they do not fit), or it
+	// exits with an error that says why.
+	srv.kill()
+	restartLog := filepath.Join(t.TempDir(), "restart.log")
+	t0 := time.Now()
+	restarted, err := launch(t, data, restartLog, args...)
+	if err != nil {
+		t.Logf("the restart on the full disk exited after %v: %v", time.Since(t0), err)
+		if d := time.Since(t0); d > 20*time.Second {
+			t.Errorf("the restart on a full disk took %v to give up", d)
+		}
+		if s := strings.ToLower(tail(restartLog, 20)); !strings.Contains(s, "space") && !strings.Contains(s, "full") {
+			t.Errorf("the restart on a full disk exited without saying the disk is full:\n%s", s)
+		}
+	} else {
+		t.Logf("the restart on the full disk listens after %v", time.Since(t0))
+		srv = restarted
+		cl.close()
+		cl = newClient(srv.url)
+		if st, body, err := cl.doTimeout("GET", "/session/"+sid, nil, 10*time.Second); err != nil || st != 200 {
+			t.Errorf("a read after a restart on the full disk: %d %v %s\n%s", st, err, body, tail(restartLog, 20))
+		}
+		if st := prompt("after the restart"); st != 204 && st != 503 {
+			t.Errorf("a prompt after a restart on the full disk: %d, want 204 or 503", st)
+		}
+	}
 	// Free the space: the session comes back by itself and every
 	// acknowledged input is answered.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
+	}
+	if err != nil { // the restart gave up: start again on the freed disk
+		srv = startServer(t, data, restartLog, args...)
+		cl.close()
+		cl = newClient(srv.url)
 	}
 	answered := func() int { return answeredOf(cl, sid, acked) }
 	if !poll(60*time.Second, 100*time.Millisecond, func() bool { return answered() == len(acked) }) {

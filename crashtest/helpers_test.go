@@ -82,6 +82,17 @@ type server struct {
 // startServer starts the binary and waits for its listening line.
 func startServer(t testing.TB, dataDir, logPath string, args ...string) *server {
 	t.Helper()
+	s, err := launch(t, dataDir, logPath, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// launch starts the server as startServer does; err says why it did not
+// come to listen (it exited first, or took over 30 s).
+func launch(t testing.TB, dataDir, logPath string, args ...string) (*server, error) {
+	t.Helper()
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -122,12 +133,12 @@ func startServer(t testing.TB, dataDir, logPath string, args ...string) *server 
 	case u := <-urlc:
 		s.url = u
 	case <-s.exited:
-		t.Fatalf("server exited before listening: %v\n%s", s.waitErr, tail(logPath, 40))
+		return s, fmt.Errorf("server exited before listening: %v\n%s", s.waitErr, tail(logPath, 40))
 	case <-time.After(30 * time.Second):
 		s.kill()
-		t.Fatalf("server did not print its listening line within 30s\n%s", tail(logPath, 40))
+		return s, fmt.Errorf("server did not print its listening line within 30s\n%s", tail(logPath, 40))
 	}
-	return s
+	return s, nil
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
