@@ -27,49 +27,72 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // ---- the official schema -------------------------------------------------------
 
+// schemaSet is one JSON Schema document, compiled once, its definitions
+// on demand.
+type schemaSet struct {
+	file, url string
+	once      sync.Once
+	compiler  *jsonschema.Compiler
+	err       error
+	mu        sync.Mutex
+	defs      map[string]*jsonschema.Schema
+}
+
 var (
-	schemaOnce sync.Once
-	compiler   *jsonschema.Compiler
-	schemaErr  error
-	schemas    = map[string]*jsonschema.Schema{}
-	schemasMu  sync.Mutex
+	// v1Schema is the official ACP v1 schema (testdata/schema.json,
+	// agentclientprotocol/agent-client-protocol schema/v1 at b7f00054).
+	v1Schema = &schemaSet{file: "testdata/schema.json", url: "https://agentclientprotocol.com/schema.json"}
+	// v2Schema is its v2 schema (schema/v2 2.0.0-alpha.3, the same commit).
+	v2Schema = &schemaSet{file: "testdata/v2-schema.json", url: "https://agentclientprotocol.com/v2/schema.json"}
+	// injectSchema is RFD #1261's methods written down as JSON Schema
+	// (testdata/inject.schema.json), over the v2 schema's ContentBlock.
+	injectSchema = &schemaSet{file: "testdata/inject.schema.json", url: "https://agentclientprotocol.com/v2/inject.schema.json"}
 )
 
-// schemaFor compiles one definition of the official ACP v1 schema
-// (testdata/schema.json, agentclientprotocol/agent-client-protocol
-// schema/v1 at b7f00054).
-func schemaFor(t testing.TB, def string) *jsonschema.Schema {
+func (ss *schemaSet) get(t testing.TB, def string) *jsonschema.Schema {
 	t.Helper()
-	schemaOnce.Do(func() {
-		f, err := os.Open("testdata/schema.json")
-		if err != nil {
-			schemaErr = err
-			return
+	ss.once.Do(func() {
+		ss.compiler = jsonschema.NewCompiler()
+		load := []*schemaSet{ss}
+		if ss == injectSchema {
+			load = append(load, v2Schema) // its ContentBlock and SessionId
 		}
-		defer f.Close()
-		doc, err := jsonschema.UnmarshalJSON(f)
-		if err != nil {
-			schemaErr = err
-			return
+		for _, set := range load {
+			f, err := os.Open(set.file)
+			if err != nil {
+				ss.err = err
+				return
+			}
+			doc, err := jsonschema.UnmarshalJSON(f)
+			f.Close()
+			if err != nil {
+				ss.err = err
+				return
+			}
+			if ss.err = ss.compiler.AddResource(set.url, doc); ss.err != nil {
+				return
+			}
 		}
-		compiler = jsonschema.NewCompiler()
-		schemaErr = compiler.AddResource("https://agentclientprotocol.com/schema.json", doc)
+		ss.defs = map[string]*jsonschema.Schema{}
 	})
-	if schemaErr != nil {
-		t.Fatalf("schema: %v", schemaErr)
+	if ss.err != nil {
+		t.Fatalf("schema %s: %v", ss.file, ss.err)
 	}
-	schemasMu.Lock()
-	defer schemasMu.Unlock()
-	if s := schemas[def]; s != nil {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s := ss.defs[def]; s != nil {
 		return s
 	}
-	s, err := compiler.Compile("https://agentclientprotocol.com/schema.json#/$defs/" + def)
+	s, err := ss.compiler.Compile(ss.url + "#/$defs/" + def)
 	if err != nil {
 		t.Fatalf("compile %s: %v", def, err)
 	}
-	schemas[def] = s
+	ss.defs[def] = s
 	return s
 }
+
+// schemaFor compiles one definition of the official ACP v1 schema.
+func schemaFor(t testing.TB, def string) *jsonschema.Schema { return v1Schema.get(t, def) }
 
 // responseDefs names the schema of each method's result.
 var responseDefs = map[string]string{
@@ -86,11 +109,15 @@ var responseDefs = map[string]string{
 }
 
 func validate(t testing.TB, def string, raw json.RawMessage) error {
+	return validateIn(t, v1Schema, def, raw)
+}
+
+func validateIn(t testing.TB, ss *schemaSet, def string, raw json.RawMessage) error {
 	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(string(raw)))
 	if err != nil {
 		return err
 	}
-	return schemaFor(t, def).Validate(inst)
+	return ss.get(t, def).Validate(inst)
 }
 
 // ---- a test client over pipes ------------------------------------------------------
@@ -141,6 +168,9 @@ type client struct {
 	onAsk   func(params json.RawMessage) any
 	invalid []string
 	done    chan struct{}
+	// v2: the agent's frames are checked against the v2 schema (and the
+	// inject methods against testdata/inject.schema.json).
+	v2 bool
 }
 
 // start runs an ACP agent on srv's core and returns a client for it. When
@@ -148,10 +178,15 @@ type client struct {
 // (acp.NoneLeft); what it made the server start is testserver's to check.
 func start(t *testing.T, srv *testserver.Server) *client {
 	t.Helper()
+	return startClient(t, srv, false)
+}
+
+func startClient(t *testing.T, srv *testserver.Server, v2 bool) *client {
+	t.Helper()
 	before := acp.Goroutines()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	c := &client{t: t, w: inW, waits: map[string]chan msg{}, method: map[string]string{}, done: make(chan struct{})}
+	c := &client{t: t, w: inW, waits: map[string]chan msg{}, method: map[string]string{}, done: make(chan struct{}), v2: v2}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -174,18 +209,24 @@ func start(t *testing.T, srv *testserver.Server) *client {
 	return c
 }
 
-// check validates every frame the agent writes against the official schema.
+// check validates every frame the agent writes against the official
+// schema of the connection's version (v2: and the inject methods against
+// testdata/inject.schema.json).
 func (c *client) check(b []byte) {
 	var m msg
 	if err := json.Unmarshal(b, &m); err != nil {
 		c.fail(fmt.Sprintf("%s: not JSON: %v", b, err))
 		return
 	}
+	set, update := v1Schema, "SessionNotification"
+	if c.v2 {
+		set, update = v2Schema, "UpdateSessionNotification"
+	}
 	var def string
 	var raw json.RawMessage
 	switch {
 	case m.Method == "session/update":
-		def, raw = "SessionNotification", m.Params
+		def, raw = update, m.Params
 	case m.Method == "session/request_permission":
 		def, raw = "RequestPermissionRequest", m.Params
 	case m.Method == "$/cancel_request":
@@ -195,16 +236,26 @@ func (c *client) check(b []byte) {
 		return
 	case m.Error != nil:
 		def, raw = "Error", mustJSON(m.Error)
+		if c.v2 {
+			c.checkInjectError(b, m)
+		}
 	default:
 		c.mu.Lock()
 		method := c.method[string(m.ID)]
 		c.mu.Unlock()
-		if def = responseDefs[method]; def == "" {
-			return // extension methods have no schema
+		if !c.v2 {
+			if def = responseDefs[method]; def == "" {
+				return // extension methods have no schema
+			}
+		} else if d, ok := v2ResponseDefs[method]; ok {
+			set, def = d.set, d.def
+		} else {
+			c.fail(fmt.Sprintf("%s: a result of %q, which has no v2 schema", b, method))
+			return
 		}
 		raw = m.Result
 	}
-	if err := validate(c.t, def, raw); err != nil {
+	if err := validateIn(c.t, set, def, raw); err != nil {
 		c.fail(fmt.Sprintf("%s (%s): %v", b, def, err))
 	}
 }
@@ -256,6 +307,9 @@ func (c *client) send(v any) {
 
 // request sends a request and returns a channel for its reply.
 func (c *client) request(method string, params any) (string, chan msg) {
+	if c.v2 {
+		c.checkRequest(method, params)
+	}
 	c.mu.Lock()
 	c.next++
 	id := strconv.Itoa(c.next)
@@ -294,6 +348,9 @@ func (c *client) call(method string, params any, out any) {
 }
 
 func (c *client) notify(method string, params any) {
+	if c.v2 {
+		c.checkRequest(method, params)
+	}
 	c.send(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
 }
 

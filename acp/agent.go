@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opencode-server/opencode-server/agent"
@@ -32,6 +33,7 @@ type Core interface {
 	Wait(ctx context.Context, sessionID, messageID string) (opencode.Result, error)
 	Abort(ctx context.Context, sessionID string) error
 	Revoke(ctx context.Context, sessionID, messageID string) (bool, error)
+	Input(ctx context.Context, sessionID, messageID string) (*opencode.Input, error)
 	Replace(ctx context.Context, sessionID, messageID string, delivery *opencode.Delivery, parts []opencode.Part) (*opencode.Input, error)
 	SwitchAgent(ctx context.Context, sessionID, messageID, agent string) error
 	SwitchModel(ctx context.Context, sessionID, messageID string, model opencode.ModelRef) error
@@ -103,7 +105,8 @@ type Agent struct {
 	life     context.Context
 	commands func(dir string) []command.Command
 	catalog  *catalog.Live
-	// models are the "model" option's choices, the default first.
+	// v2: the client negotiated ACP v2 (initialize); else v1.
+	v2 atomic.Bool
 
 	mu       sync.Mutex
 	sessions map[string]*attached
@@ -122,6 +125,13 @@ type attached struct {
 	runs []*promptRun
 	// asks cancel our session/request_permission calls by request ID.
 	asks map[string]context.CancelFunc
+	// gate is held by the stream while it writes an event's updates, and
+	// by a v2 admission from before the core admits until its reply is
+	// written: the reply comes before the message's user_message.
+	gate sync.Mutex
+	// cancelAsked: session/cancel was sent while work ran (v2: the idle
+	// that ends it says cancelled).
+	cancelAsked atomic.Bool
 }
 
 // promptRun is one session/prompt request: its input, and the steers
@@ -164,6 +174,22 @@ func coreError(err error) error {
 }
 
 func (a *Agent) handle(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	if a.v2.Load() {
+		switch method {
+		case "session/load", "session/set_mode", steeringMethod, revokeMethod, replaceMethod:
+			// v2 has none of these: session/resume with replayFrom,
+			// config options, session/inject and its pending operations.
+			return nil, &rpcError{Code: codeMethodNotFound, Message: "method not found: " + method}
+		case "session/prompt":
+			return a.promptV2(ctx, params)
+		case "session/inject":
+			return a.inject(ctx, params)
+		case "session/revoke_inject":
+			return a.revokeInject(ctx, params)
+		case "session/replace_inject":
+			return a.replaceInject(ctx, params)
+		}
+	}
 	switch method {
 	case "initialize":
 		return a.initialize(params)
@@ -220,6 +246,7 @@ func (a *Agent) handle(ctx context.Context, method string, params json.RawMessag
 		at := a.sessions[p.SessionID]
 		a.mu.Unlock()
 		if at != nil {
+			at.cancelAsked.Store(true)
 			// Marked before the abort reaches the core: a steer read after
 			// this line cannot join the cancelled prompt's reply.
 			at.mu.Lock()
@@ -255,6 +282,11 @@ func (a *Agent) initialize(params json.RawMessage) (any, error) {
 	}
 	if err := decode(params, &p); err != nil {
 		return nil, err
+	}
+	if p.ProtocolVersion != protocolV1 {
+		// 2, or one we do not speak: our latest.
+		a.v2.Store(true)
+		return a.initializeV2(), nil
 	}
 	return map[string]any{
 		"protocolVersion": 1,
@@ -382,7 +414,12 @@ func (a *Agent) configOptions(s opencode.Session) []map[string]any {
 	for _, m := range a.modes() {
 		modes = append(modes, map[string]any{"value": m["id"], "name": m["name"]})
 	}
-	out := []map[string]any{{"id": "mode", "name": "Mode", "category": "mode", "type": "select",
+	// v1 names an option "id", v2 "configId".
+	key := "id"
+	if a.v2.Load() {
+		key = "configId"
+	}
+	out := []map[string]any{{key: "mode", "name": "Mode", "category": "mode", "type": "select",
 		"currentValue": mode["currentModeId"], "options": modes}}
 	if models := modelChoices(a.catalog.Get()); len(models) > 0 {
 		cur := models[0].ID
@@ -397,7 +434,7 @@ func (a *Agent) configOptions(s opencode.Session) []map[string]any {
 			}
 			opts = append(opts, map[string]any{"value": m.ID, "name": name})
 		}
-		out = append(out, map[string]any{"id": "model", "name": "Model", "category": "model", "type": "select",
+		out = append(out, map[string]any{key: "model", "name": "Model", "category": "model", "type": "select",
 			"currentValue": cur, "options": opts})
 	}
 	return out
@@ -448,6 +485,10 @@ type setupParams struct {
 	SessionID  string          `json:"sessionId"`
 	Cwd        string          `json:"cwd"`
 	MCPServers json.RawMessage `json:"mcpServers"`
+	// ReplayFrom is v2's session/resume replay ({type: "start"}).
+	ReplayFrom *struct {
+		Type string `json:"type"`
+	} `json:"replayFrom"`
 }
 
 func (a *Agent) newSession(ctx context.Context, params json.RawMessage) (any, error) {
@@ -469,9 +510,12 @@ func (a *Agent) newSession(ctx context.Context, params json.RawMessage) (any, er
 	if _, err := a.attach(ctx, s.ID, false); err != nil {
 		return nil, err
 	}
+	res := map[string]any{"sessionId": s.ID, "modes": a.modeState(s), "configOptions": a.configOptions(s)}
+	if a.v2.Load() {
+		delete(res, "modes") // v2: the mode is a config option
+	}
 	// The commands follow the reply: the client knows the session from it.
-	return replyThen{res: map[string]any{"sessionId": s.ID, "modes": a.modeState(s), "configOptions": a.configOptions(s)},
-		then: func() { a.announceCommands(s) }}, nil
+	return replyThen{res: res, then: func() { a.announceCommands(s) }}, nil
 }
 
 // loadSession attaches to a stored session: with replay (session/load) the
@@ -481,6 +525,11 @@ func (a *Agent) loadSession(ctx context.Context, params json.RawMessage, replay 
 	var p setupParams
 	if err := decode(params, &p); err != nil {
 		return nil, err
+	}
+	if a.v2.Load() {
+		// v2's session/resume replays what replayFrom asks for (start:
+		// the whole log), else nothing.
+		replay = p.ReplayFrom != nil && p.ReplayFrom.Type == "start"
 	}
 	s, err := a.core.GetSession(ctx, p.SessionID)
 	if err != nil {
@@ -492,6 +541,9 @@ func (a *Agent) loadSession(ctx context.Context, params json.RawMessage, replay 
 	// The client named the session, so its commands may come first, with
 	// the replay: the reply ends what session/load sends.
 	a.announceCommands(s)
+	if a.v2.Load() {
+		return map[string]any{"configOptions": a.configOptions(s)}, nil
+	}
 	return map[string]any{"modes": a.modeState(s), "configOptions": a.configOptions(s)}, nil
 }
 

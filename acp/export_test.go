@@ -3,12 +3,19 @@ package acp
 import "github.com/opencode-server/opencode-server/opencode"
 
 // MapEvents maps a session's events as a followed session's stream does
-// (replay: as session/load sends its log).
-func MapEvents(events []*opencode.Event, replay bool) []map[string]any {
+// (replay: as session/load sends its log), in v1's or v2's encoding.
+func MapEvents(events []*opencode.Event, replay, v2 bool) []map[string]any {
 	mp := newMapper("")
 	var out []map[string]any
 	for _, e := range events {
-		out = append(out, mp.updates(e, replay)...)
+		for _, u := range mp.updates(e, replay) {
+			if u = encodeUpdate(u, v2, func() []map[string]any {
+				return []map[string]any{{"configId": "mode", "name": "Mode", "type": "select", "currentValue": "plan",
+					"options": []map[string]any{{"value": "plan", "name": "plan"}}}}
+			}); u != nil {
+				out = append(out, u)
+			}
+		}
 	}
 	return out
 }

@@ -20,7 +20,8 @@ func wanted(e *opencode.Event) bool {
 		return true
 	}
 	switch e.Type {
-	case opencode.EvTodoUpdated, opencode.EvSessionUpdated, opencode.EvPermissionAsked, opencode.EvPermissionReply:
+	case opencode.EvTodoUpdated, opencode.EvSessionUpdated, opencode.EvPermissionAsked, opencode.EvPermissionReply,
+		opencode.EvSessionStatus:
 		return true
 	}
 	return false
@@ -94,6 +95,21 @@ func (a *Agent) pump(at *attached, mp *mapper, sent int64) {
 			}
 			sent = e.Seq
 		}
+		at.gate.Lock()
+		ups := mp.updates(e, false)
+		if len(ups) > 0 && ups[0]["state"] == "running" && e.Type == opencode.EvPrompted {
+			at.cancelAsked.Store(false) // new work: a cancel sent before it was for older work
+		}
+		if len(ups) > 0 && ups[0]["state"] == "idle" {
+			if ups[0]["stopReason"] == "end_turn" && at.cancelAsked.Load() {
+				ups[0]["stopReason"] = "cancelled" // cancelled between two steps
+			}
+			at.cancelAsked.Store(false)
+		}
+		for _, u := range ups {
+			_ = a.update(at.id, u)
+		}
+		at.gate.Unlock()
 		switch e.Type {
 		case opencode.EvPermissionAsked:
 			a.askPermission(at, e)
@@ -113,9 +129,6 @@ func (a *Agent) pump(at *attached, mp *mapper, sent int64) {
 			at.sub.Ack(e.Pos)
 			continue
 		}
-		for _, u := range mp.updates(e, false) {
-			_ = a.update(at.id, u)
-		}
 		at.sub.Ack(e.Pos)
 	}
 	if at.sub.Dropped() {
@@ -123,7 +136,11 @@ func (a *Agent) pump(at *attached, mp *mapper, sent int64) {
 	}
 }
 
+// update writes one update of the mapping, in the connection's version.
 func (a *Agent) update(sessionID string, u map[string]any) error {
+	if u = a.encode(sessionID, u); u == nil {
+		return nil
+	}
 	return a.conn.notify("session/update", map[string]any{"sessionId": sessionID, "update": u})
 }
 
@@ -183,15 +200,23 @@ func (a *Agent) askPermission(at *attached, e *opencode.Event) {
 			at.mu.Unlock()
 			cancel()
 		}()
-		res, err := a.conn.call(ctx, "session/request_permission", map[string]any{
+		call := map[string]any{"toolCallId": callID, "title": title, "status": "pending"}
+		ask := map[string]any{
 			"sessionId": at.id,
-			"toolCall":  map[string]any{"toolCallId": callID, "title": title, "status": "pending"},
+			"toolCall":  call,
 			"options": []map[string]any{
 				{"optionId": "once", "name": "Allow once", "kind": "allow_once"},
 				{"optionId": "always", "name": "Always allow", "kind": "allow_always"},
 				{"optionId": "reject", "name": "Reject", "kind": "reject_once"},
 			},
-		})
+		}
+		if a.v2.Load() {
+			// v2: a title, and the tool call as the ask's subject.
+			delete(ask, "toolCall")
+			ask["title"] = title
+			ask["subject"] = map[string]any{"type": "tool_call", "toolCall": call}
+		}
+		res, err := a.conn.call(ctx, "session/request_permission", ask)
 		if ctx.Err() != nil {
 			return // answered elsewhere or aborted: nothing to say
 		}
@@ -227,6 +252,10 @@ type mapper struct {
 	// size its model's context window.
 	cost float64
 	size int64
+	// running: foreground work is going on (a state_update running was
+	// mapped and its idle not yet); stop is why its last step ended.
+	running bool
+	stop    string
 }
 
 type toolCall struct {
@@ -254,7 +283,35 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 	case opencode.EvPrompted:
 		p, _ := d["prompt"].(map[string]any)
 		t, _ := p["text"].(string)
-		return []map[string]any{{"sessionUpdate": "user_message_chunk", "content": text(t), "messageId": str("messageID")}}
+		var out []map[string]any
+		if !replay && !mp.running {
+			// Delivered on an idle session: new work starts with it.
+			mp.running, mp.stop = true, "end_turn"
+			out = append(out, state("running"))
+		}
+		return append(out, map[string]any{"sessionUpdate": "user_message_chunk", "content": text(t), "messageId": str("messageID")})
+	case opencode.EvSessionStatus:
+		st, _ := d["status"].(map[string]any)
+		if replay || !mp.running || st["type"] != "idle" {
+			return nil
+		}
+		mp.running = false
+		return []map[string]any{{"sessionUpdate": "state_update", "state": "idle", "stopReason": mp.stop}}
+	case opencode.EvPermissionAsked:
+		if replay || !mp.running {
+			return nil
+		}
+		return []map[string]any{state("requires_action")}
+	case opencode.EvPermissionReply:
+		if replay || !mp.running {
+			return nil
+		}
+		return []map[string]any{state("running")}
+	case opencode.EvStepFailed:
+		if er, ok := d["error"].(map[string]any); ok && er["message"] == "Provider turn interrupted" {
+			mp.stop = "cancelled" // session/cancel (or an abort over HTTP)
+		}
+		return nil
 	case opencode.EvTextDelta, opencode.EvReasoningDelta:
 		id := str("textID") + str("reasoningID")
 		if replay || mp.ended[id] {
@@ -311,6 +368,10 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 		return []map[string]any{{"sessionUpdate": "tool_call_update", "toolCallId": str("callID"), "status": "failed",
 			"content": []map[string]any{{"type": "content", "content": text(msg)}}}}
 	case opencode.EvStepEnded:
+		mp.stop = "end_turn"
+		if str("finish") == "length" { // the provider's finish when max_tokens cut it
+			mp.stop = "max_tokens"
+		}
 		tok, _ := d["tokens"].(map[string]any)
 		num := func(m map[string]any, k string) int64 { f, _ := m[k].(float64); return int64(f) }
 		cache, _ := tok["cache"].(map[string]any)
