@@ -67,6 +67,9 @@ type Config struct {
 	// Publish puts a live event no session owns (the /tui routes') on the
 	// bus /event serves, on every instance; nil: those events go nowhere.
 	Publish func(*opencode.Event)
+	// Web answers the GETs no API route claims: the web app (NewWebProxy,
+	// NewWebDir); nil: they are 404s like any unknown route.
+	Web http.Handler
 }
 
 // Server holds the handlers' dependencies.
@@ -78,6 +81,7 @@ type Server struct {
 	streams  *streamLimiter
 	routes   routeTable
 	projects projects
+	webScope webScope
 }
 
 // New returns the router.
@@ -104,6 +108,9 @@ func New(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, checkDirectory, s.forward)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		if s.serveWeb(w, r) {
+			return
+		}
 		fam := v1
 		if isV2(r) {
 			fam = v2
@@ -111,6 +118,9 @@ func New(cfg Config) http.Handler {
 		writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.ENotFound, Message: "No route for " + r.Method + " " + r.URL.Path})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		if s.serveWeb(w, r) {
+			return
+		}
 		fam := v1
 		if isV2(r) {
 			fam = v2
@@ -134,6 +144,7 @@ func New(cfg Config) http.Handler {
 	s.mountVCS(r)
 	s.mountExperimentalSessions(r)
 	s.routes = newRouteTable(r)
+	s.webScope = newWebScope(r)
 	return router{r}
 }
 
@@ -288,6 +299,10 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	user := []byte(s.cfg.Username)
 	pass := []byte(s.cfg.Password)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Web != nil && r.Method == http.MethodGet && webPublic[r.URL.Path] {
+			next.ServeHTTP(w, r) // the web app's manifest: browsers fetch it without credentials
+			return
+		}
 		u, p, ok := r.BasicAuth()
 		uOK := subtle.ConstantTimeCompare([]byte(u), user) == 1
 		pOK := subtle.ConstantTimeCompare([]byte(p), pass) == 1

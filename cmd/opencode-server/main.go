@@ -21,6 +21,7 @@ import (
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/internal/app"
 	"github.com/opencode-server/opencode-server/provider/scripted"
+	"github.com/opencode-server/opencode-server/routes"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/store/memory"
 	"github.com/opencode-server/opencode-server/store/postgres"
@@ -54,6 +55,8 @@ type options struct {
 	pgURL     string
 	advertise string
 	leaseTTL  time.Duration
+	webDir    string
+	noWeb     bool
 }
 
 func defaultDataDir() string {
@@ -93,8 +96,13 @@ func parseFlags(args []string, stderr *os.File) (options, error) {
 	fs.DurationVar(&o.heartbeat, "heartbeat", 10*time.Second, "SSE heartbeat interval")
 	fs.DurationVar(&o.grace, "shutdown-grace", 10*time.Second,
 		"on SIGTERM/SIGINT, how long running turns may finish before they are closed as interrupted (continued after the next start)")
+	fs.StringVar(&o.webDir, "web-dir", "", "serve a built copy of OpenCode's web app from this directory (default: proxy $OPENCODE_WEB_APP_URL, else "+routes.DefaultWebAppURL+")")
+	fs.BoolVar(&o.noWeb, "no-web", false, "no web app: paths no API route claims are 404s")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.noWeb && o.webDir != "" {
+		return o, errors.New("--no-web and --web-dir exclude each other")
 	}
 	fs.Visit(func(f *flag.Flag) { o.portSet = o.portSet || f.Name == "port" })
 	if o.directory == "" {
@@ -187,7 +195,8 @@ func start(ctx context.Context, o options, stderr *os.File, ln net.Listener) (*a
 		Scripted: scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay},
 		Username: os.Getenv("OPENCODE_SERVER_USERNAME"), Password: os.Getenv("OPENCODE_SERVER_PASSWORD"),
 		Heartbeat: o.heartbeat, CORS: o.cors, Logger: log, DataDir: o.data,
-		Cluster: cluster, ForwardWindow: o.leaseTTL + 2*time.Second, StoreTimeout: storeTimeout(cluster != nil, o.leaseTTL)})
+		Cluster: cluster, ForwardWindow: o.leaseTTL + 2*time.Second, StoreTimeout: storeTimeout(cluster != nil, o.leaseTTL),
+		WebDir: o.webDir, WebURL: webURL(o)})
 	if err != nil {
 		st.Close()
 		return nil, nil, nil, fmt.Errorf("start: %w", err)
@@ -270,4 +279,16 @@ func storeTimeout(clustered bool, lease time.Duration) time.Duration {
 		return 0
 	}
 	return lease * 3 / 4
+}
+
+// webURL is where the web app is proxied from: $OPENCODE_WEB_APP_URL, else
+// OpenCode's; none with --no-web or --web-dir.
+func webURL(o options) string {
+	if o.noWeb || o.webDir != "" {
+		return ""
+	}
+	if u := os.Getenv("OPENCODE_WEB_APP_URL"); u != "" {
+		return u
+	}
+	return routes.DefaultWebAppURL
 }
