@@ -49,15 +49,16 @@ func parseCursor(s string) (pageCursor, error) {
 	return c, nil
 }
 
-// pageLimit reads ?limit= (1..1000, def when absent).
+// pageLimit reads ?limit= (a positive integer, def when absent). OpenCode
+// sets no upper bound: its web app lists sessions with limit=5000.
 func pageLimit(r *http.Request, def int) (int, error) {
 	v := r.URL.Query().Get("limit")
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 || n > 1000 {
-		return 0, badRequest("Query", "limit", "Expected an integer between 1 and 1000 at [\"limit\"]")
+	if err != nil || n <= 0 {
+		return 0, badRequest("Query", "limit", "Expected an integer greater than 0 at [\"limit\"]")
 	}
 	return n, nil
 }
