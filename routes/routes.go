@@ -23,6 +23,7 @@ import (
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/pty"
 )
 
 // Config wires the routes.
@@ -64,12 +65,12 @@ type Config struct {
 	// IDs mints the IDs the REST boundary gives (messages, parts,
 	// sessions, events): the process-wide generator when nil.
 	IDs *identifier.Generator
+	// PTY runs the terminals of /pty (closed by the caller at shutdown);
+	// nil: the routes run their own, closed when Done is.
+	PTY *pty.Manager
 	// Publish puts a live event no session owns (the /tui routes') on the
 	// bus /event serves, on every instance; nil: those events go nowhere.
 	Publish func(*opencode.Event)
-	// Web answers the GETs no API route claims: the web app (NewWebProxy,
-	// NewWebDir); nil: they are 404s like any unknown route.
-	Web http.Handler
 }
 
 // Server holds the handlers' dependencies.
@@ -81,7 +82,6 @@ type Server struct {
 	streams  *streamLimiter
 	routes   routeTable
 	projects projects
-	webScope webScope
 }
 
 // New returns the router.
@@ -108,9 +108,6 @@ func New(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, checkDirectory, s.forward)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		if s.serveWeb(w, r) {
-			return
-		}
 		fam := v1
 		if isV2(r) {
 			fam = v2
@@ -118,9 +115,6 @@ func New(cfg Config) http.Handler {
 		writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.ENotFound, Message: "No route for " + r.Method + " " + r.URL.Path})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		if s.serveWeb(w, r) {
-			return
-		}
 		fam := v1
 		if isV2(r) {
 			fam = v2
@@ -143,8 +137,8 @@ func New(cfg Config) http.Handler {
 	s.mountV2Revert(r)
 	s.mountVCS(r)
 	s.mountExperimentalSessions(r)
+	s.mountPTY(r)
 	s.routes = newRouteTable(r)
-	s.webScope = newWebScope(r)
 	return router{r}
 }
 
@@ -252,7 +246,7 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
-		s.log.Debug("request", "method", r.Method, "url", r.URL.String(), "status", sw.status, "dur", time.Since(start))
+		s.log.Debug("request", "method", r.Method, "url", logURL(r.URL), "status", sw.status, "dur", time.Since(start))
 	})
 }
 
@@ -299,14 +293,17 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	user := []byte(s.cfg.Username)
 	pass := []byte(s.cfg.Password)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Web != nil && r.Method == http.MethodGet && webPublic[r.URL.Path] {
-			next.ServeHTTP(w, r) // the web app's manifest: browsers fetch it without credentials
-			return
-		}
 		u, p, ok := r.BasicAuth()
+		if !ok {
+			u, p, ok = ptyQueryAuth(r) // the terminal websocket's auth_token
+		}
 		uOK := subtle.ConstantTimeCompare([]byte(u), user) == 1
 		pOK := subtle.ConstantTimeCompare([]byte(p), pass) == 1
 		if !ok || !uOK || !pOK {
+			if ptyTicketed(r) {
+				next.ServeHTTP(w, r) // a terminal ticket instead of the password: the handler checks it
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="opencode"`)
 			fam := v1
 			if isV2(r) {

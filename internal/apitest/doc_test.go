@@ -31,7 +31,8 @@ func TestDocumentValid(t *testing.T) {
 // taggedOnV1 are the errors OpenCode 1.18.33 answers in the tagged shape
 // {_tag, message, ...} on v1 routes too (the real server's answers).
 var taggedOnV1 = map[string]bool{"#/components/schemas/SessionBusyError": true, "#/components/schemas/ProjectNotFoundError": true,
-	"#/components/schemas/McpServerNotFoundError": true}
+	"#/components/schemas/McpServerNotFoundError": true, "#/components/schemas/PtyNotFoundError": true,
+	"#/components/schemas/PtyForbiddenError": true}
 
 // otherShapes are the 4xx answers of v1 routes that OpenCode 1.18.33 gives
 // in neither family (recorded in testdata/reference/cloud/).

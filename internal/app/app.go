@@ -20,6 +20,7 @@ import (
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/provider/scripted"
+	"github.com/opencode-server/opencode-server/pty"
 	"github.com/opencode-server/opencode-server/routes"
 	"github.com/opencode-server/opencode-server/snapshot"
 	"github.com/opencode-server/opencode-server/store"
@@ -65,12 +66,6 @@ type Options struct {
 	Models *catalog.Source
 	Auth   *catalog.AuthStore
 	Getenv func(string) string
-	// WebDir serves a built copy of OpenCode's web app from disk at the
-	// paths no API route claims; else WebURL proxies it from there (the
-	// binary's default: $OPENCODE_WEB_APP_URL or https://app.opencode.ai);
-	// neither: those paths are 404s.
-	WebDir string
-	WebURL string
 }
 
 // App is a wired server.
@@ -88,9 +83,10 @@ type App struct {
 	// configured providers'), with their limits, cost and capabilities;
 	// routes, lifecycle and ACP all read this one.
 	Catalog *catalog.Live
-	models  *models
-	done    chan struct{}
-	web     http.Handler
+	// PTY runs the terminals of /pty; Close ends them and their processes.
+	PTY    *pty.Manager
+	models *models
+	done   chan struct{}
 }
 
 // scriptedModel is the built-in scripted model's catalog entry: text only,
@@ -102,6 +98,10 @@ func scriptedModel() catalog.Model {
 
 type modelKey struct{ provider, model string }
 
+// ptyIdle is how long a terminal no client is attached to keeps running
+// (the web app reattaches on reload, so this is long).
+const ptyIdle = time.Hour
+
 // New wires an App and resumes the sessions the store left open.
 func New(ctx context.Context, o Options) (*App, error) {
 	if o.Logger == nil {
@@ -109,10 +109,6 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	if o.Config == nil {
 		o.Config = &config.File{}
-	}
-	web, err := webApp(o)
-	if err != nil {
-		return nil, err
 	}
 	home, _ := os.UserHomeDir()
 	noClaude := os.Getenv("OPENCODE_DISABLE_CLAUDE_CODE_PROMPT") != ""
@@ -170,11 +166,11 @@ func New(ctx context.Context, o Options) (*App, error) {
 		a.Manager.Close()
 		return nil, err
 	}
-	a.Handler = routes.New(routes.Config{Manager: a.Manager, Directory: o.Directory, Username: o.Username,
+	a.PTY = pty.New(pty.Options{Idle: ptyIdle, Logger: o.Logger})
+	a.Handler = routes.New(routes.Config{Manager: a.Manager, PTY: a.PTY, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: cat, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
 		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers, ForwardWindow: o.ForwardWindow,
-		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive, Web: web})
-	a.web = web
+		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive})
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
 	started = true
 	return a, nil
@@ -196,21 +192,8 @@ func (a *App) Shutdown() {
 // afterwards.
 func (a *App) Close() {
 	a.Shutdown()
+	a.PTY.Close()
 	a.Manager.Close()
 	a.MCP.Close()
 	closeIdle(*a.models.clients.Load())
-	if c, ok := a.web.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections() // the web app proxy's upstream connections
-	}
-}
-
-// webApp is the handler of the web app o asks for (nil: none).
-func webApp(o Options) (http.Handler, error) {
-	switch {
-	case o.WebDir != "":
-		return routes.NewWebDir(o.WebDir)
-	case o.WebURL != "":
-		return routes.NewWebProxy(o.WebURL, o.Logger)
-	}
-	return nil, nil
 }
