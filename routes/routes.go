@@ -71,6 +71,9 @@ type Config struct {
 	// Publish puts a live event no session owns (the /tui routes') on the
 	// bus /event serves, on every instance; nil: those events go nowhere.
 	Publish func(*opencode.Event)
+	// Web answers the GETs no API route claims: the web app (NewWebProxy,
+	// NewWebDir); nil: they are 404s like any unknown route.
+	Web http.Handler
 }
 
 // Server holds the handlers' dependencies.
@@ -82,6 +85,7 @@ type Server struct {
 	streams  *streamLimiter
 	routes   routeTable
 	projects projects
+	webScope webScope
 }
 
 // New returns the router.
@@ -108,6 +112,9 @@ func New(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, checkDirectory, s.forward)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		if s.serveWeb(w, r) {
+			return
+		}
 		fam := v1
 		if isV2(r) {
 			fam = v2
@@ -115,6 +122,9 @@ func New(cfg Config) http.Handler {
 		writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.ENotFound, Message: "No route for " + r.Method + " " + r.URL.Path})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		if s.serveWeb(w, r) {
+			return
+		}
 		fam := v1
 		if isV2(r) {
 			fam = v2
@@ -139,6 +149,7 @@ func New(cfg Config) http.Handler {
 	s.mountExperimentalSessions(r)
 	s.mountPTY(r)
 	s.routes = newRouteTable(r)
+	s.webScope = newWebScope(r)
 	return router{r}
 }
 
@@ -293,6 +304,10 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	user := []byte(s.cfg.Username)
 	pass := []byte(s.cfg.Password)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Web != nil && r.Method == http.MethodGet && webPublic[r.URL.Path] {
+			next.ServeHTTP(w, r) // the web app's manifest: browsers fetch it without credentials
+			return
+		}
 		u, p, ok := r.BasicAuth()
 		if !ok {
 			u, p, ok = ptyQueryAuth(r) // the terminal websocket's auth_token

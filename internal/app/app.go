@@ -66,6 +66,12 @@ type Options struct {
 	Models *catalog.Source
 	Auth   *catalog.AuthStore
 	Getenv func(string) string
+	// WebDir serves a built copy of OpenCode's web app from disk at the
+	// paths no API route claims; else WebURL proxies it from there (the
+	// binary's default: $OPENCODE_WEB_APP_URL or https://app.opencode.ai);
+	// neither: those paths are 404s.
+	WebDir string
+	WebURL string
 }
 
 // App is a wired server.
@@ -87,6 +93,7 @@ type App struct {
 	PTY    *pty.Manager
 	models *models
 	done   chan struct{}
+	web    http.Handler
 }
 
 // scriptedModel is the built-in scripted model's catalog entry: text only,
@@ -109,6 +116,10 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	if o.Config == nil {
 		o.Config = &config.File{}
+	}
+	web, err := webApp(o)
+	if err != nil {
+		return nil, err
 	}
 	home, _ := os.UserHomeDir()
 	noClaude := os.Getenv("OPENCODE_DISABLE_CLAUDE_CODE_PROMPT") != ""
@@ -170,7 +181,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, PTY: a.PTY, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: cat, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
 		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, MCP: servers, ForwardWindow: o.ForwardWindow,
-		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive})
+		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive, Web: web})
+	a.web = web
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
 	started = true
 	return a, nil
@@ -196,4 +208,18 @@ func (a *App) Close() {
 	a.Manager.Close()
 	a.MCP.Close()
 	closeIdle(*a.models.clients.Load())
+	if c, ok := a.web.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections() // the web app proxy's upstream connections
+	}
+}
+
+// webApp is the handler of the web app o asks for (nil: none).
+func webApp(o Options) (http.Handler, error) {
+	switch {
+	case o.WebDir != "":
+		return routes.NewWebDir(o.WebDir)
+	case o.WebURL != "":
+		return routes.NewWebProxy(o.WebURL, o.Logger)
+	}
+	return nil, nil
 }
