@@ -97,16 +97,18 @@ func (a *Agent) pump(at *attached, mp *mapper, sent int64) {
 		}
 		at.gate.Lock()
 		ups := mp.updates(e, false)
-		if len(ups) > 0 && ups[0]["state"] == "running" && e.Type == opencode.EvPrompted {
-			at.cancelAsked.Store(false) // new work: a cancel sent before it was for older work
-		}
-		if len(ups) > 0 && ups[0]["state"] == "idle" {
-			if ups[0]["stopReason"] == "end_turn" && at.cancelAsked.Load() {
-				ups[0]["stopReason"] = "cancelled" // cancelled between two steps
-			}
-			at.cancelAsked.Store(false)
-		}
 		for _, u := range ups {
+			switch u["state"] {
+			case "idle":
+				if u["stopReason"] == "end_turn" && at.cancelAsked.Load() {
+					u["stopReason"] = "cancelled" // cancelled between two steps
+				}
+				at.cancelAsked.Store(false)
+			case "running":
+				if e.Type == opencode.EvPrompted {
+					at.cancelAsked.Store(false) // new work: an earlier cancel was for older work
+				}
+			}
 			_ = a.update(at.id, u)
 		}
 		at.gate.Unlock()
@@ -256,6 +258,12 @@ type mapper struct {
 	// mapped and its idle not yet); stop is why its last step ended.
 	running bool
 	stop    string
+	// skipIdle counts turn ends already said (see EvPrompted).
+	skipIdle int
+}
+
+func (mp *mapper) idle() map[string]any {
+	return map[string]any{"sessionUpdate": "state_update", "state": "idle", "stopReason": mp.stop}
 }
 
 type toolCall struct {
@@ -284,6 +292,15 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 		p, _ := d["prompt"].(map[string]any)
 		t, _ := p["text"].(string)
 		var out []map[string]any
+		if !replay && mp.running && str("delivery") == string(opencode.Queue) {
+			// A queued input is delivered only when a turn starts: the
+			// work before it is over. Its session.status idle is live and
+			// published after the durable events of the same commit (this
+			// one), so the idle is said here and that status skipped.
+			mp.running = false
+			mp.skipIdle++
+			out = append(out, mp.idle())
+		}
 		if !replay && !mp.running {
 			// Delivered on an idle session: new work starts with it.
 			mp.running, mp.stop = true, "end_turn"
@@ -292,11 +309,18 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 		return append(out, map[string]any{"sessionUpdate": "user_message_chunk", "content": text(t), "messageId": str("messageID")})
 	case opencode.EvSessionStatus:
 		st, _ := d["status"].(map[string]any)
-		if replay || !mp.running || st["type"] != "idle" {
+		if replay || st["type"] != "idle" {
+			return nil
+		}
+		if mp.skipIdle > 0 {
+			mp.skipIdle-- // said when the next work's input came
+			return nil
+		}
+		if !mp.running {
 			return nil
 		}
 		mp.running = false
-		return []map[string]any{{"sessionUpdate": "state_update", "state": "idle", "stopReason": mp.stop}}
+		return []map[string]any{mp.idle()}
 	case opencode.EvPermissionAsked:
 		if replay || !mp.running {
 			return nil

@@ -12,11 +12,9 @@ import (
 	"github.com/opencode-server/opencode-server/internal/testserver"
 )
 
-// TestToolsAndPermission: a tool-calling model's turn over ACP: the
-// permission ask goes to the client as session/request_permission, its
-// answer lets the tool run, and the calls show as tool_call and
-// tool_call_update (kind, locations, a diff for the edit).
-func TestToolsAndPermission(t *testing.T) {
+// askingServer is a server on a tool-calling model whose edits ask
+// permission, and a file in its directory to edit.
+func askingServer(t *testing.T) (*testserver.Server, string) {
 	stub := stubmodel.NewServer(t, stubmodel.Directives, stubmodel.WithChunks(2))
 	cfg := &config.File{Model: "stub/" + stubmodel.ModelID, Provider: map[string]config.ProviderConfig{
 		"stub": {NPM: "@ai-sdk/openai-compatible", Name: "Stub", Options: config.ProviderOptions{BaseURL: stub.URL(), APIKey: "k"},
@@ -27,6 +25,15 @@ func TestToolsAndPermission(t *testing.T) {
 	if err := os.WriteFile(file, []byte("one\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return srv, file
+}
+
+// TestToolsAndPermission: a tool-calling model's turn over ACP: the
+// permission ask goes to the client as session/request_permission, its
+// answer lets the tool run, and the calls show as tool_call and
+// tool_call_update (kind, locations, a diff for the edit).
+func TestToolsAndPermission(t *testing.T) {
+	srv, file := askingServer(t)
 	c := start(t, srv)
 	var asked []json.RawMessage
 	c.onAsk = func(p json.RawMessage) any {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -41,7 +42,7 @@ var v2RequestDefs = map[string]struct {
 	"session/new":            {v2Schema, "NewSessionRequest"},
 	"session/resume":         {v2Schema, "ResumeSessionRequest"},
 	"session/prompt":         {v2Schema, "PromptRequest"},
-	"session/cancel":         {v2Schema, "CancelNotification"},
+	"session/cancel":         {v2Schema, "CancelSessionNotification"},
 	"session/inject":         {injectSchema, "SessionInjectRequest"},
 	"session/revoke_inject":  {injectSchema, "SessionRevokeInjectRequest"},
 	"session/replace_inject": {injectSchema, "SessionReplaceInjectRequest"},
@@ -167,6 +168,15 @@ func count(es []ev, f func(ev) bool) int {
 
 func index(es []ev, f func(ev) bool) int { return slices.IndexFunc(es, f) }
 
+func lastIndex(es []ev, f func(ev) bool) int {
+	for i := len(es) - 1; i >= 0; i-- {
+		if f(es[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
 func isUser(id string) func(ev) bool {
 	return func(e ev) bool { return e.Kind == "user_message" && e.MessageID == id }
 }
@@ -178,9 +188,9 @@ func isState(s string) func(ev) bool {
 func isReply(id string) func(ev) bool { return func(e ev) bool { return e.Reply == id } }
 
 // settled waits until the session's work is over and every update of it
-// was written: the core is idle, and the stream shows as many idles as
-// runnings, one per work the core delivered (works, from the stored user
-// messages that started one).
+// was written: the core is idle, and the stream's last state is idle, its
+// idles one per work (works, e.g. from the stored user messages that
+// started one).
 func (c *client) settled(srv *testserver.Server, sid string, works func() int) []ev {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -191,8 +201,8 @@ func (c *client) settled(srv *testserver.Server, sid string, works func() int) [
 	var es []ev
 	c.waitFor("the session's last idle", func() bool {
 		es = c.events(sid)
-		r, i := count(es, isState("running")), count(es, isState("idle"))
-		return r == i && r == works()
+		last := lastIndex(es, func(e ev) bool { return e.Kind == "state_update" })
+		return count(es, isState("idle")) == works() && (works() == 0 || es[last].State == "idle")
 	})
 	return es
 }
@@ -303,5 +313,232 @@ func TestV2Prompt(t *testing.T) {
 	msgs, err := srv.Manager.Messages(context.Background(), sid)
 	if err != nil || len(msgs) < 2 || msgs[0].Info.ID != id {
 		t.Errorf("stored messages %d %v, want the user message %s first", len(msgs), err, id)
+	}
+}
+
+// promptV2 sends a v2 prompt and returns its message ID (from the
+// reply's _meta).
+func (c *client) promptV2(sid, text string) string {
+	c.t.Helper()
+	var res struct {
+		Meta struct {
+			MessageID string `json:"messageId"`
+		} `json:"_meta"`
+	}
+	c.call("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt(text)}, &res)
+	return res.Meta.MessageID
+}
+
+// startWorking starts a server on a scripted model and a v2 client, and
+// work (a prompt of text) on a new session; it returns once the work's
+// first text was streamed.
+func startWorking(t *testing.T, model scripted.Config, text string) (*testserver.Server, *client, string, string) {
+	t.Helper()
+	srv := testserver.Start(t, testserver.Options{Scripted: model})
+	c := startV2(t, srv)
+	sid, id := c.working(srv, text)
+	return srv, c, sid, id
+}
+
+// working starts work on a new session and waits for its first text.
+func (c *client) working(srv *testserver.Server, text string) (sid, messageID string) {
+	c.t.Helper()
+	sid = c.newSessionV2(srv.Directory)
+	messageID = c.promptV2(sid, text)
+	c.waitFor("the first agent chunk", func() bool {
+		return count(c.events(sid), func(e ev) bool { return e.Kind == "agent_message_chunk" }) > 0
+	})
+	return sid, messageID
+}
+
+// injectReply is a session/inject answer: a message ID or an error.
+type injectReply struct {
+	ID     string
+	Code   int
+	Reason string
+}
+
+func (c *client) inject(sid, mode, text string) injectReply {
+	c.t.Helper()
+	_, ch := c.request("session/inject", map[string]any{"sessionId": sid, "mode": mode, "content": textPrompt(text)})
+	return decodeInject(c.t, c.wait(ch, "inject"))
+}
+
+// injected is an inject that must be admitted: its message ID.
+func (c *client) injected(sid, mode, text string) string {
+	c.t.Helper()
+	r := c.inject(sid, mode, text)
+	if r.ID == "" {
+		c.t.Fatalf("%s inject refused: %+v", mode, r)
+	}
+	return r.ID
+}
+
+func decodeInject(t *testing.T, m msg) injectReply {
+	t.Helper()
+	if m.Error != nil {
+		var data struct {
+			Reason string `json:"reason"`
+		}
+		_ = json.Unmarshal(m.Error.Data, &data)
+		return injectReply{Code: m.Error.Code, Reason: data.Reason}
+	}
+	var r struct {
+		MessageID string `json:"messageId"`
+	}
+	if err := json.Unmarshal(m.Result, &r); err != nil || !strings.HasPrefix(r.MessageID, "msg_") {
+		t.Fatalf("inject reply %s: %v", m.Result, err)
+	}
+	return injectReply{ID: r.MessageID}
+}
+
+// pendingOp is session/revoke_inject or replace_inject, answered.
+func (c *client) pendingOp(method, sid, id string, content string) injectReply {
+	c.t.Helper()
+	p := map[string]any{"sessionId": sid, "messageId": id}
+	if method == "session/replace_inject" {
+		p["content"] = textPrompt(content)
+	}
+	_, ch := c.request(method, p)
+	m := c.wait(ch, method)
+	if m.Error != nil || method == "session/revoke_inject" {
+		if m.Error == nil {
+			return injectReply{ID: id}
+		}
+		return decodeInject(c.t, m)
+	}
+	return decodeInject(c.t, m)
+}
+
+// TestV2QueueInject: a queue inject while work runs is answered at once,
+// delivered after that work's idle and started as its own running … idle.
+func TestV2QueueInject(t *testing.T) {
+	srv, c, sid, pid := startWorking(t, scripted.Config{Chunks: 8, Delay: 20 * time.Millisecond}, "first work")
+	q := c.injected(sid, "queue", "after that")
+	es := c.settled(srv, sid, func() int { return 2 })
+	p, u := index(es, isUser(pid)), index(es, isUser(q))
+	firstIdle := index(es, isState("idle"))
+	if p < 0 || u < 0 || !(p < firstIdle && firstIdle < u) {
+		t.Fatalf("want the prompt's work idle before the queued inject is delivered: %+v", es)
+	}
+	if es[u-1].Kind != "state_update" || es[u-1].State != "running" {
+		t.Errorf("the queued inject does not start its own work (running before its user_message): %+v", es[u-1])
+	}
+	if es[u].Text != "after that" {
+		t.Errorf("delivered %q", es[u].Text)
+	}
+}
+
+// TestV2Steer: a steer while the model streams is answered at once and
+// delivered at the next model call, its user_message before the text it
+// caused, inside the same work (one running, one idle).
+func TestV2Steer(t *testing.T) {
+	srv, c, sid, _ := startWorking(t, scripted.Config{Chunks: 12, Delay: 30 * time.Millisecond}, "long task")
+	s := c.injected(sid, "steer", "also this")
+	es := c.settled(srv, sid, func() int { return 1 })
+	u := index(es, isUser(s))
+	if u < 0 || es[u].Text != "also this" {
+		t.Fatalf("the steer's user_message: %+v", es)
+	}
+	// The assistant message that answers it starts after it.
+	said := map[string]string{}
+	caused := ""
+	for _, e := range es {
+		if e.Kind == "agent_message_chunk" {
+			if said[e.MessageID] += e.Text; strings.Contains(said[e.MessageID], "also this") {
+				caused = e.MessageID
+			}
+		}
+	}
+	first := index(es, func(e ev) bool { return e.Kind == "agent_message_chunk" && e.MessageID == caused })
+	if caused == "" || first < u {
+		t.Errorf("the steered text (message %q at %d) does not follow its user_message (%d): %+v", caused, first, u, es)
+	}
+	if count(es, isState("running")) != 1 {
+		t.Errorf("the steer started new work: %+v", es)
+	}
+}
+
+// TestV2SteerIdle: a steer on an idle session is no_running_turn and
+// admits nothing; a queue inject on it starts work.
+func TestV2SteerIdle(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 2}})
+	c := startV2(t, srv)
+	sid := c.newSessionV2(srv.Directory)
+	if r := c.inject(sid, "steer", "nobody listens"); r.Code != -32010 || r.Reason != "no_running_turn" {
+		t.Fatalf("idle steer: %+v", r)
+	}
+	if in, err := srv.Manager.Inbox(context.Background(), sid); err != nil || len(in) != 0 {
+		t.Fatalf("inbox after no_running_turn: %v %v", in, err)
+	}
+	if n := userMessages(srv, sid); n != 0 {
+		t.Fatalf("%d messages after no_running_turn", n)
+	}
+	q := c.inject(sid, "queue", "start it")
+	es := c.settled(srv, sid, func() int { return 1 })
+	if u := index(es, isUser(q.ID)); u < 1 || es[u-1].State != "running" {
+		t.Errorf("a queue inject on an idle session did not start work: %+v", es)
+	}
+}
+
+// TestV2Cancel: session/cancel ends the work idle/cancelled; a queued
+// prompt then runs as its own work.
+func TestV2Cancel(t *testing.T) {
+	srv, c, sid, _ := startWorking(t, scripted.Config{Chunks: 40, Delay: 20 * time.Millisecond}, "long")
+	next := c.promptV2(sid, "queued behind")
+	c.notify("session/cancel", map[string]any{"sessionId": sid})
+	es := c.settled(srv, sid, func() int { return 2 })
+	idle := index(es, isState("idle"))
+	if es[idle].StopReason != "cancelled" {
+		t.Errorf("the cancelled work's idle: %+v", es[idle])
+	}
+	if u := index(es, isUser(next)); u < idle {
+		t.Errorf("the queued prompt was not delivered after the cancel's idle: %+v", es)
+	}
+	if last := es[lastIndex(es, isState("idle"))]; last.StopReason != "end_turn" {
+		t.Errorf("the queued prompt's work ended %+v", last)
+	}
+}
+
+// TestV2Permission: while a permission ask waits the work is
+// requires_action; answered, it runs again; the ask is v2's (title,
+// subject), and the tool call is created by its first tool_call_update.
+func TestV2Permission(t *testing.T) {
+	srv, file := askingServer(t)
+	c := startV2(t, srv)
+	var asks int
+	c.onAsk = func(p json.RawMessage) any {
+		var ask struct {
+			Title   string `json:"title"`
+			Subject struct {
+				Type string `json:"type"`
+			} `json:"subject"`
+		}
+		_ = json.Unmarshal(p, &ask)
+		c.mu.Lock()
+		asks++
+		if ask.Title == "" || ask.Subject.Type != "tool_call" {
+			c.invalid = append(c.invalid, "v2 ask without title and tool_call subject: "+string(p))
+		}
+		c.mu.Unlock()
+		return map[string]any{"outcome": map[string]any{"outcome": "selected", "optionId": "once"}}
+	}
+	sid := c.newSessionV2(srv.Directory)
+	c.promptV2(sid, `call:edit {"filePath":"`+file+`","oldString":"one","newString":"two"} then: edited`)
+	es := c.settled(srv, sid, func() int { return 1 })
+	if b, _ := os.ReadFile(file); string(b) != "two\n" {
+		t.Errorf("file after the allowed edit: %q", b)
+	}
+	var states []string
+	for _, e := range es {
+		if e.Kind == "state_update" {
+			states = append(states, e.State)
+		}
+		if e.Kind == "tool_call" {
+			t.Errorf("a v1 tool_call in v2: %+v", e)
+		}
+	}
+	if strings.Join(states, ",") != "running,requires_action,running,idle" || asks != 1 {
+		t.Errorf("states %v, %d asks", states, asks)
 	}
 }
