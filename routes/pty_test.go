@@ -347,7 +347,7 @@ func TestPTYExit(t *testing.T) {
 	e := start(t, testserver.Options{})
 	ev := e.open("/event")
 	ev.header()
-	p := e.ptyCreate(`{"command":"/bin/sh","args":["-c","sleep 1000 & echo child=$!; read x; exit 3"]}`)
+	p := e.ptyCreate(`{"command":"/bin/sh","args":["-c","(trap '' HUP; exec sleep 1000) & echo child=$!; read x; exit 3"]}`)
 	w := e.ptyConnect(p.ID, "")
 	child, _ := strconv.Atoi(w.until(`child=(\d+)`)[1])
 	w.send("\n")
