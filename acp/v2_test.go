@@ -542,3 +542,156 @@ func TestV2Permission(t *testing.T) {
 		t.Errorf("states %v, %d asks", states, asks)
 	}
 }
+
+// TestV2InjectSweep: steers swept across the end of a turn (24 or more,
+// until both sides were hit): each is answered once, and either it was
+// admitted and is delivered exactly once, or it is no_running_turn and
+// nothing was admitted.
+func TestV2InjectSweep(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 3, Delay: 8 * time.Millisecond}})
+	c := startV2(t, srv)
+	var delivered, refused int
+	for i := 0; i < 100 && (i < 24 || delivered < 3 || refused < 3); i++ {
+		sid := c.newSessionV2(srv.Directory)
+		c.promptV2(sid, fmt.Sprintf("turn %d", i))
+		time.Sleep(time.Duration(i%16*3) * time.Millisecond) // the sweep: 3 ms later each round
+		text := fmt.Sprintf("steer %d", i)
+		rid, ch := c.request("session/inject", map[string]any{"sessionId": sid, "mode": "steer", "content": textPrompt(text)})
+		r := decodeInject(t, c.wait(ch, "inject"))
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := srv.Manager.WaitIdle(ctx, sid)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		var es []ev
+		switch {
+		case r.ID != "":
+			delivered++
+			c.waitFor("the steer's user_message and the idle after it", func() bool {
+				es = c.events(sid)
+				u := index(es, isUser(r.ID))
+				return u >= 0 && lastIndex(es, isState("idle")) > u
+			})
+			if n := count(es, isUser(r.ID)); n != 1 || es[index(es, isUser(r.ID))].Text != text {
+				t.Errorf("round %d: the steer delivered %d times: %+v", i, n, es)
+			}
+		case r.Code == -32010 && r.Reason == "no_running_turn":
+			refused++
+			if in, _ := srv.Manager.Inbox(context.Background(), sid); len(in) != 0 {
+				t.Errorf("round %d: no_running_turn left the inbox %v", i, in)
+			}
+			msgs, _ := srv.Manager.Messages(context.Background(), sid)
+			for _, m := range msgs {
+				for _, p := range m.Parts {
+					if p.Text == text {
+						t.Errorf("round %d: no_running_turn, yet the steer was stored", i)
+					}
+				}
+			}
+			es = c.settled(srv, sid, func() int { return 1 })
+		default:
+			t.Fatalf("round %d: %+v", i, r)
+		}
+		if n := count(es, isReply(rid)); n != 1 {
+			t.Errorf("round %d: the inject answered %d times", i, n)
+		}
+	}
+	t.Logf("%d delivered, %d no_running_turn", delivered, refused)
+	if delivered+refused < 24 || delivered < 3 || refused < 3 {
+		t.Errorf("the sweep did not cover both sides of the turn's end (%d delivered, %d refused)", delivered, refused)
+	}
+}
+
+// TestV2RevokeReplaceRace: a queue inject revoked or replaced as the turn
+// before it ends, 100 times: revoke either wins (never delivered) or
+// answers already_delivered (delivered once); replace either wins (the new
+// content delivered) or answers already_delivered (the old one was).
+func TestV2RevokeReplaceRace(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 2, Delay: 2 * time.Millisecond}})
+	c := startV2(t, srv)
+	won, lost := 0, 0
+	for i := range 100 {
+		sid := c.newSessionV2(srv.Directory)
+		c.promptV2(sid, "short")
+		oldText, newText := fmt.Sprintf("old %d", i), fmt.Sprintf("new %d", i)
+		id := c.injected(sid, "queue", oldText)
+		time.Sleep(time.Duration(i%10) * 400 * time.Microsecond) // the sweep across the turn's end
+		method := "session/revoke_inject"
+		if i%2 == 1 {
+			method = "session/replace_inject"
+		}
+		r := c.pendingOp(method, sid, id, newText)
+		es := c.settled(srv, sid, func() int { return userMessages(srv, sid) })
+		n := count(es, isUser(id))
+		got := ""
+		if u := index(es, isUser(id)); u >= 0 {
+			got = es[u].Text
+		}
+		switch {
+		case r.Code == -32010 && r.Reason == "already_delivered":
+			lost++
+			if n != 1 || got != oldText {
+				t.Errorf("trial %d (%s): already_delivered, delivered %d times with %q", i, method, n, got)
+			}
+		case r.Code != 0:
+			t.Fatalf("trial %d (%s): %+v", i, method, r)
+		case method == "session/revoke_inject":
+			won++
+			if n != 0 {
+				t.Errorf("trial %d: revoked, yet delivered", i)
+			}
+		default:
+			won++
+			if n != 1 || got != newText {
+				t.Errorf("trial %d: replaced, yet delivered %d times with %q", i, n, got)
+			}
+		}
+	}
+	t.Logf("%d won by revoke/replace, %d by delivery", won, lost)
+	if won == 0 || lost == 0 {
+		t.Errorf("the trials did not race (%d won by revoke/replace, %d by delivery)", won, lost)
+	}
+}
+
+// TestV2PendingOps: replace keeps a pending message's place and mode;
+// revoke is idempotent; unknown IDs are -32002 unknown_message_id; a
+// delivered message is already_delivered to both.
+func TestV2PendingOps(t *testing.T) {
+	srv, c, sid, pid := startWorking(t, scripted.Config{Chunks: 20, Delay: 15 * time.Millisecond}, "long")
+	a := c.injected(sid, "queue", "A")
+	b := c.injected(sid, "queue", "B")
+	s := c.injected(sid, "steer", "S")
+	gone := c.injected(sid, "queue", "gone")
+	if r := c.pendingOp("session/replace_inject", sid, a, "A2"); r.ID != a {
+		t.Fatalf("replace A: %+v", r)
+	}
+	if r := c.pendingOp("session/replace_inject", sid, s, "S2"); r.ID != s {
+		t.Fatalf("replace S: %+v", r)
+	}
+	for range 2 {
+		if r := c.pendingOp("session/revoke_inject", sid, gone, ""); r.Code != 0 {
+			t.Fatalf("revoke (twice): %+v", r)
+		}
+	}
+	unknown := "msg_" + strings.Repeat("0", 10) + "neverminted01"
+	for _, m := range []string{"session/revoke_inject", "session/replace_inject"} {
+		if r := c.pendingOp(m, sid, unknown, "x"); r.Code != -32002 || r.Reason != "unknown_message_id" {
+			t.Errorf("%s of an unknown ID: %+v", m, r)
+		}
+	}
+	es := c.settled(srv, sid, func() int { return 3 }) // long (with S2), A2, B
+	order := []int{index(es, isUser(pid)), index(es, isUser(s)), index(es, isState("idle")),
+		index(es, isUser(a)), index(es, isUser(b))}
+	if !slices.IsSorted(order) || order[0] < 0 {
+		t.Errorf("want long, S2 (steered into its work), idle, A2, B: %v %+v", order, es)
+	}
+	if es[order[1]].Text != "S2" || es[order[3]].Text != "A2" || count(es, isUser(gone)) != 0 {
+		t.Errorf("delivered %+v", es)
+	}
+	for _, m := range []string{"session/revoke_inject", "session/replace_inject"} {
+		if r := c.pendingOp(m, sid, a, "late"); r.Code != -32010 || r.Reason != "already_delivered" {
+			t.Errorf("%s of a delivered message: %+v", m, r)
+		}
+	}
+}
