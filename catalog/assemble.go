@@ -181,7 +181,8 @@ func Assemble(in Inputs) *Catalog {
 	for _, id := range sortedKeys(cfg.Provider) {
 		add(id)
 	}
-	c := &Catalog{Providers: out, ConfiguredModel: cfg.Model, ConfiguredSmallModel: cfg.SmallModel}
+	c := &Catalog{Providers: out, ConfiguredModel: cfg.Model, ConfiguredSmallModel: cfg.SmallModel,
+		Integrations: integrations(in, getenv)}
 	c.Build()
 	c.Model = defaultModel(c, cfg, in.Recent)
 	if cfg.SmallModel != "" {

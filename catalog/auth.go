@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/opencode-server/opencode-server/config"
 )
 
 // Auth is one credential of auth.json, OpenCode's Auth: an API key
@@ -17,13 +19,16 @@ import (
 // "token"}). Raw keeps the entry as written, so rewriting the file keeps
 // fields this server does not know.
 type Auth struct {
-	Type    string          `json:"type"`
-	Key     string          `json:"key,omitempty"`
-	Refresh string          `json:"refresh,omitempty"`
-	Access  string          `json:"access,omitempty"`
-	Expires int64           `json:"expires,omitempty"`
-	Token   string          `json:"token,omitempty"`
-	Raw     json.RawMessage `json:"-"`
+	Type    string `json:"type"`
+	Key     string `json:"key,omitempty"`
+	Refresh string `json:"refresh,omitempty"`
+	Access  string `json:"access,omitempty"`
+	Expires int64  `json:"expires,omitempty"`
+	Token   string `json:"token,omitempty"`
+	// Label names the credential in the v2 integration routes (unset:
+	// "default"); OpenCode's own tools do not write it.
+	Label *string         `json:"label,omitempty"`
+	Raw   json.RawMessage `json:"-"`
 }
 
 // Valid reports whether the entry has what its type needs.
@@ -61,13 +66,7 @@ type AuthStore struct {
 
 // DefaultAuthStore is the store the environment names.
 func DefaultAuthStore(log *slog.Logger) *AuthStore {
-	data := os.Getenv("XDG_DATA_HOME")
-	if data == "" {
-		if home, err := os.UserHomeDir(); err == nil {
-			data = filepath.Join(home, ".local", "share")
-		}
-	}
-	return &AuthStore{Path: filepath.Join(data, "opencode", "auth.json"), Content: os.Getenv("OPENCODE_AUTH_CONTENT"), Log: log}
+	return &AuthStore{Path: filepath.Join(config.DataDir(), "auth.json"), Content: os.Getenv("OPENCODE_AUTH_CONTENT"), Log: log}
 }
 
 // All reads every credential; an entry that cannot be read is skipped
@@ -122,15 +121,46 @@ func (s *AuthStore) Set(id string, a Auth) error {
 		}
 		a.Raw = b
 	}
-	return s.update(func(m map[string]json.RawMessage) { m[id] = a.Raw })
+	return s.update(func(m map[string]json.RawMessage) bool { m[id] = a.Raw; return true })
+}
+
+// SetLabel names provider id's credential, keeping the rest of its entry
+// as written; found is false (and nothing is written) when it has none.
+func (s *AuthStore) SetLabel(id, label string) (found bool, err error) {
+	err = s.update(func(m map[string]json.RawMessage) bool {
+		raw, ok := m[id]
+		if !ok {
+			return false
+		}
+		keys, vals, err := config.ObjectEntries(raw)
+		if err != nil {
+			return false
+		}
+		l, _ := json.Marshal(label)
+		var b bytes.Buffer
+		b.WriteByte('{')
+		for i, k := range keys {
+			if k == "label" {
+				continue
+			}
+			name, _ := json.Marshal(k)
+			fmt.Fprintf(&b, "%s:%s,", name, vals[i])
+		}
+		fmt.Fprintf(&b, `"label":%s}`, l)
+		m[id], found = b.Bytes(), true
+		return true
+	})
+	return found, err
 }
 
 // Remove deletes provider id's credential.
 func (s *AuthStore) Remove(id string) error {
-	return s.update(func(m map[string]json.RawMessage) { delete(m, id) })
+	return s.update(func(m map[string]json.RawMessage) bool { delete(m, id); return true })
 }
 
-func (s *AuthStore) update(change func(map[string]json.RawMessage)) error {
+// update rewrites auth.json with change applied; a change that reports
+// false leaves the file as it is.
+func (s *AuthStore) update(change func(map[string]json.RawMessage) bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.Content != "" {
@@ -144,7 +174,9 @@ func (s *AuthStore) update(change func(map[string]json.RawMessage)) error {
 	} else if !os.IsNotExist(err) {
 		return err
 	}
-	change(m)
+	if !change(m) {
+		return nil
+	}
 	ids := make([]string, 0, len(m))
 	for id := range m {
 		ids = append(ids, id)

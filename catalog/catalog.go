@@ -21,6 +21,9 @@ type Catalog struct {
 	// none): GET /config shows only these, so a client falls back to its
 	// own recent models as with OpenCode.
 	ConfiguredModel, ConfiguredSmallModel string
+	// Integrations are the v2 integration routes' view of the providers:
+	// how a key is given to each and where it has one.
+	Integrations []Integration
 
 	index map[key]*Model
 }

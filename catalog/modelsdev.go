@@ -1,7 +1,6 @@
 package catalog
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/internal/atomicfile"
 )
 
@@ -91,7 +91,7 @@ func (d Dev) Provider(id string) (DevProvider, bool) {
 // ParseDev reads an api.json. Providers and models without an ID get the
 // key they are listed under, as models.dev's own files do.
 func ParseDev(b []byte) (Dev, error) {
-	ids, raws, err := orderedObject(b)
+	ids, raws, err := config.ObjectEntries(b)
 	if err != nil {
 		return Dev{}, fmt.Errorf("models.dev catalog: %w", err)
 	}
@@ -109,7 +109,7 @@ func ParseDev(b []byte) (Dev, error) {
 		}
 		_ = json.Unmarshal(raws[i], &wrap)
 		if len(wrap.Models) > 0 {
-			order, _, err := orderedObject(wrap.Models)
+			order, _, err := config.ObjectEntries(wrap.Models)
 			if err != nil {
 				return Dev{}, fmt.Errorf("models.dev catalog, provider %s: %w", id, err)
 			}
@@ -124,33 +124,6 @@ func ParseDev(b []byte) (Dev, error) {
 		d.Providers = append(d.Providers, p)
 	}
 	return d, nil
-}
-
-// orderedObject is a JSON object's keys and values in the order written.
-func orderedObject(b []byte) ([]string, []json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, nil, fmt.Errorf("not a JSON object")
-	}
-	var keys []string
-	var vals []json.RawMessage
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, nil, err
-		}
-		k, _ := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, err
-		}
-		keys, vals = append(keys, k), append(vals, v)
-	}
-	return keys, vals, nil
 }
 
 // Source says where the models.dev catalog is found and fetched, as

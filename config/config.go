@@ -38,6 +38,9 @@ type File struct {
 	Instructions []string `json:"instructions,omitempty"`
 	// Command is OpenCode's custom commands: command.<name>.
 	Command map[string]CommandConfig `json:"command,omitempty"`
+	// References are references.<name>, in the order written (later files
+	// replace a name in place): read by parseReferences.
+	References []Reference `json:"-"`
 }
 
 // MCPConfig is mcp.<name>: a local server (a command speaking MCP on
@@ -286,6 +289,7 @@ func (f *File) merge(o *File) {
 		}
 		f.Command[name] = c
 	}
+	f.mergeReferences(o.References)
 	for id, p := range o.Provider {
 		cur, ok := f.Provider[id]
 		if !ok {
@@ -347,6 +351,9 @@ func Parse(b []byte, dir string) (*File, error) {
 	}
 	if f.Provider == nil {
 		f.Provider = map[string]ProviderConfig{}
+	}
+	if f.References, err = parseReferences(b, dir); err != nil {
+		return nil, err
 	}
 	return &f, nil
 }

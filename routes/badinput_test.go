@@ -540,6 +540,33 @@ func badCases() []badCase {
 		badCase{name: "worktree/reset outside git", method: "POST", path: "/experimental/worktree/reset", body: `{"directory":"/tmp"}`, status: 400, msgHas: "only supported for git"},
 		badCase{name: "worktree/PUT", method: "PUT", path: "/experimental/worktree", status: 405},
 	)
+	// The v2 integration and credential routes (the test server has no
+	// catalog, so no integration: OpenCode answers 500 where one or its
+	// method is not there).
+	add(
+		badCase{name: "integration/connect key without key", method: "POST", path: "/api/integration/openai/connect/key", body: `{}`, status: 400, field: "key"},
+		badCase{name: "integration/connect key a number", method: "POST", path: "/api/integration/openai/connect/key", body: `{"key":1}`, status: 400, field: "key"},
+		badCase{name: "integration/connect key empty", method: "POST", path: "/api/integration/openai/connect/key", body: `{"key":""}`, status: 400, field: "key"},
+		badCase{name: "integration/connect key label a number", method: "POST", path: "/api/integration/openai/connect/key", body: `{"key":"k","label":1}`, status: 400, field: "label"},
+		badCase{name: "integration/connect key malformed", method: "POST", path: "/api/integration/openai/connect/key", body: `{"key":`, status: 400, msgHas: "JSON"},
+		badCase{name: "integration/connect key no body", method: "POST", path: "/api/integration/openai/connect/key", body: "", status: 400, msgHas: "required"},
+		badCase{name: "integration/connect key unknown integration", method: "POST", path: "/api/integration/nope/connect/key", body: `{"key":"k"}`, status: 400, field: "integrationID", msgHas: "Key method not found: nope"},
+		badCase{name: "integration/connect oauth without methodID", method: "POST", path: "/api/integration/openai/connect/oauth", body: `{"inputs":{}}`, status: 400, field: "methodID"},
+		badCase{name: "integration/connect oauth without inputs", method: "POST", path: "/api/integration/openai/connect/oauth", body: `{"methodID":"m"}`, status: 400, field: "inputs"},
+		badCase{name: "integration/connect oauth inputs not strings", method: "POST", path: "/api/integration/openai/connect/oauth", body: `{"methodID":"m","inputs":{"a":1}}`, status: 400, field: "inputs"},
+		badCase{name: "integration/connect oauth no method", method: "POST", path: "/api/integration/openai/connect/oauth", body: `{"methodID":"m","inputs":{}}`, status: 400, field: "methodID", msgHas: "OAuth method not found: openai/m"},
+		badCase{name: "integration/attempt unknown", method: "GET", path: "/api/integration/attempt/att_1", status: 404, msgHas: "att_1"},
+		badCase{name: "integration/attempt complete unknown", method: "POST", path: "/api/integration/attempt/att_1/complete", body: `{"code":"c"}`, status: 404, msgHas: "att_1"},
+		badCase{name: "integration/attempt complete code a number", method: "POST", path: "/api/integration/attempt/att_1/complete", body: `{"code":1}`, status: 400, field: "code"},
+		badCase{name: "integration/attempt complete no body", method: "POST", path: "/api/integration/attempt/att_1/complete", body: "", status: 400, msgHas: "required"},
+		badCase{name: "integration/PUT attempt", method: "PUT", path: "/api/integration/attempt/att_1", status: 405},
+		badCase{name: "integration/DELETE integration", method: "DELETE", path: "/api/integration/openai", status: 405},
+		badCase{name: "credential/rename without label", method: "PATCH", path: "/api/credential/cred_openai", body: `{}`, status: 400, field: "label"},
+		badCase{name: "credential/rename label a number", method: "PATCH", path: "/api/credential/cred_openai", body: `{"label":1}`, status: 400, field: "label"},
+		badCase{name: "credential/rename malformed", method: "PATCH", path: "/api/credential/cred_openai", body: `{"label"`, status: 400, msgHas: "JSON"},
+		badCase{name: "credential/rename no body", method: "PATCH", path: "/api/credential/cred_openai", body: "", status: 400, msgHas: "required"},
+		badCase{name: "credential/GET", method: "GET", path: "/api/credential/cred_openai", status: 405},
+	)
 	// Editing the conversation, the v2 asks and revert, listings, the log,
 	// the config, init and the cloud-only operations.
 	add(

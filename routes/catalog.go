@@ -141,8 +141,7 @@ func (s *Server) agentList() []map[string]any {
 	out := make([]map[string]any, 0, len(agents))
 	for _, a := range agents {
 		rules := make([]map[string]any, 0, len(a.Rules)+1)
-		rules = append(rules, map[string]any{"permission": "*", "pattern": "*", "action": "allow"})
-		for _, r := range a.Rules {
+		for _, r := range agentRules(a) {
 			rules = append(rules, map[string]any{"permission": r.Permission, "pattern": r.Pattern, "action": r.Action})
 		}
 		item := map[string]any{"name": a.Name, "description": a.Description, "mode": a.Mode, "native": a.Native,
@@ -162,6 +161,12 @@ func (s *Server) agentList() []map[string]any {
 		out = append(out, item)
 	}
 	return out
+}
+
+// agentRules are an agent's rules as the lifecycle applies them: after its
+// default, which allows everything.
+func agentRules(a agent.Agent) []agent.Rule {
+	return append([]agent.Rule{{Permission: "*", Pattern: "*", Action: "allow"}}, a.Rules...)
 }
 
 // knownAgent reports whether name is one of the server's agents.
@@ -261,7 +266,7 @@ func (s *Server) mountCatalog(r chi.Router) {
 	})
 	r.Get("/experimental/capabilities", ok(map[string]any{"backgroundSubagents": false}))
 	r.Get("/experimental/console", ok(map[string]any{"consoleManagedProviders": emptyList, "switchableOrgCount": 0}))
-	for _, p := range []string{"/lsp", "/formatter", "/experimental/workspace", "/experimental/workspace/status"} {
+	for _, p := range []string{"/lsp", "/formatter"} {
 		r.Get(p, ok(emptyList))
 	}
 	r.Get("/mcp", func(w http.ResponseWriter, r *http.Request) {
@@ -286,11 +291,6 @@ func (s *Server) mountCatalog(r chi.Router) {
 	})
 
 	r.Get("/api/location", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.location(r)) })
-	for _, p := range []string{"/api/agent", "/api/integration", "/api/reference", "/api/command"} {
-		r.Get(p, func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": emptyList})
-		})
-	}
 	r.Get("/api/skill", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": s.skills(r)})
 	})

@@ -51,6 +51,8 @@ type Config struct {
 	CORS []string
 	// Commands are opencode.json's "command" entries.
 	Commands map[string]config.CommandConfig
+	// References are opencode.json's "references" (GET /api/reference).
+	References []config.Reference
 	// MaxStreams caps concurrent SSE streams per client address (default 64).
 	MaxStreams int
 	// ForwardWindow is how long a request for a session another instance
@@ -148,6 +150,7 @@ func New(cfg Config) http.Handler {
 	s.mountVCS(r)
 	s.mountExperimentalSessions(r)
 	s.mountPTY(r)
+	s.mountIntegrations(r)
 	s.routes = newRouteTable(r)
 	s.webScope = newWebScope(r)
 	return router{r}
