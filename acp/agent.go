@@ -34,6 +34,7 @@ type Core interface {
 	Abort(ctx context.Context, sessionID string) error
 	Revoke(ctx context.Context, sessionID, messageID string) (bool, error)
 	Input(ctx context.Context, sessionID, messageID string) (*opencode.Input, error)
+	Inbox(ctx context.Context, sessionID string) ([]*opencode.Input, error)
 	Replace(ctx context.Context, sessionID, messageID string, delivery *opencode.Delivery, parts []opencode.Part) (*opencode.Input, error)
 	SwitchAgent(ctx context.Context, sessionID, messageID, agent string) error
 	SwitchModel(ctx context.Context, sessionID, messageID string, model opencode.ModelRef) error
@@ -254,6 +255,9 @@ func (a *Agent) handle(ctx context.Context, method string, params json.RawMessag
 				at.runs[0].cancelled = true
 			}
 			at.mu.Unlock()
+		}
+		if a.v2.Load() {
+			a.keepSteers(context.WithoutCancel(ctx), p.SessionID)
 		}
 		return nil, coreError(a.core.Abort(context.WithoutCancel(ctx), p.SessionID))
 	case steeringMethod:

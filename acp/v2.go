@@ -174,6 +174,25 @@ func (a *Agent) admitV2(ctx context.Context, at *attached, in *opencode.Input, o
 	return replyThen{res: res, then: at.gate.Unlock}, nil
 }
 
+// keepSteers makes the session's pending steers queued inputs before a v2
+// session/cancel aborts the work: RFD #1261 has pending injects survive a
+// cancel and be delivered once idle, while the core's abort revokes the
+// steers aimed at the aborted turn (v1's _session/steering relies on
+// that). Each is the core's Replace, in place: a steer delivered meanwhile
+// stays delivered (it joined the work before the cancel).
+func (a *Agent) keepSteers(ctx context.Context, sessionID string) {
+	pending, err := a.core.Inbox(ctx, sessionID)
+	if err != nil {
+		return
+	}
+	q := opencode.Queue
+	for _, in := range pending {
+		if in.Delivery == opencode.Steer {
+			_, _ = a.core.Replace(ctx, sessionID, in.ID, &q, nil)
+		}
+	}
+}
+
 type injectParams struct {
 	SessionID string         `json:"sessionId"`
 	Mode      string         `json:"mode"`

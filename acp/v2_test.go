@@ -433,7 +433,7 @@ func TestV2QueueInject(t *testing.T) {
 // delivered at the next model call, its user_message before the text it
 // caused, inside the same work (one running, one idle).
 func TestV2Steer(t *testing.T) {
-	srv, c, sid, _ := startWorking(t, scripted.Config{Chunks: 12, Delay: 30 * time.Millisecond}, "long task")
+	srv, c, sid, _ := startWorking(t, scripted.Config{Chunks: 12, Delay: 30 * time.Millisecond}, strings.Repeat("long task ", 5))
 	s := c.injected(sid, "steer", "also this")
 	es := c.settled(srv, sid, func() int { return 1 })
 	u := index(es, isUser(s))
@@ -484,7 +484,7 @@ func TestV2SteerIdle(t *testing.T) {
 // TestV2Cancel: session/cancel ends the work idle/cancelled; a queued
 // prompt then runs as its own work.
 func TestV2Cancel(t *testing.T) {
-	srv, c, sid, _ := startWorking(t, scripted.Config{Chunks: 40, Delay: 20 * time.Millisecond}, "long")
+	srv, c, sid, _ := startWorking(t, scripted.Config{Chunks: 40, Delay: 20 * time.Millisecond}, strings.Repeat("long ", 20))
 	next := c.promptV2(sid, "queued behind")
 	c.notify("session/cancel", map[string]any{"sessionId": sid})
 	es := c.settled(srv, sid, func() int { return 2 })
@@ -692,6 +692,49 @@ func TestV2PendingOps(t *testing.T) {
 	for _, m := range []string{"session/revoke_inject", "session/replace_inject"} {
 		if r := c.pendingOp(m, sid, a, "late"); r.Code != -32010 || r.Reason != "already_delivered" {
 			t.Errorf("%s of a delivered message: %+v", m, r)
+		}
+	}
+}
+
+// TestV2CancelKeepsInjects: pending injects of both modes survive
+// session/cancel and are delivered once idle, in order (RFD #1261).
+func TestV2CancelKeepsInjects(t *testing.T) {
+	srv, c, sid, _ := startWorking(t, scripted.Config{Chunks: 40, Delay: 20 * time.Millisecond}, strings.Repeat("long ", 20))
+	s := c.injected(sid, "steer", "steered")
+	q := c.injected(sid, "queue", "queued")
+	c.notify("session/cancel", map[string]any{"sessionId": sid})
+	es := c.settled(srv, sid, func() int { return 3 })
+	idle := index(es, isState("idle"))
+	order := []int{idle, index(es, isUser(s)), index(es, isUser(q))}
+	if es[idle].StopReason != "cancelled" || !slices.IsSorted(order) || count(es, isUser(s)) != 1 {
+		t.Errorf("want idle cancelled, then the steer, then the queued inject: %v %+v", order, es)
+	}
+}
+
+// TestV2Resume: session/resume with replayFrom start replays the stored
+// conversation with its message IDs (user_message, agent text); without
+// replayFrom it attaches with no replay.
+func TestV2Resume(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 3}})
+	c := startV2(t, srv)
+	sid := c.newSessionV2(srv.Directory)
+	id := c.promptV2(sid, "remember me")
+	c.settled(srv, sid, func() int { return 1 })
+	for _, replay := range []bool{true, false} {
+		c2 := startV2(t, srv)
+		p := map[string]any{"sessionId": sid, "cwd": srv.Directory, "mcpServers": []any{}}
+		if replay {
+			p["replayFrom"] = map[string]any{"type": "start"}
+		}
+		c2.call("session/resume", p, nil)
+		es := c2.events(sid)
+		u := index(es, isUser(id))
+		text := count(es, func(e ev) bool { return e.Kind == "agent_message_chunk" && strings.Contains(e.Text, "remember me") })
+		if replay && (u < 0 || es[u].Text != "remember me" || text == 0) {
+			t.Errorf("replayFrom start: %+v", es)
+		}
+		if !replay && (u >= 0 || text != 0) {
+			t.Errorf("resume without replayFrom replayed: %+v", es)
 		}
 	}
 }
