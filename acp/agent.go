@@ -159,19 +159,42 @@ func decode(params json.RawMessage, v any) error {
 	return nil
 }
 
-// coreError maps a core error to JSON-RPC.
+// rpcCodes is the one table from the core's error codes to JSON-RPC's
+// (as routes keeps one from them to HTTP). Codes it lacks (EInternal) are
+// internal errors: conn.reply logs their cause and answers a generic
+// -32603, never their text.
+var rpcCodes = map[opencode.Code]int{
+	opencode.EInvalid:      codeInvalidParams,
+	opencode.EConflict:     codeInvalidParams,
+	opencode.ERevoked:      codeInvalidParams,
+	opencode.EBusy:         codeInvalidParams,
+	opencode.ETooLarge:     codeInvalidParams,
+	opencode.EForbidden:    codeInvalidParams,
+	opencode.ENotFound:     codeNotFound,
+	opencode.EMethod:       codeMethodNotFound,
+	opencode.EUnauthorized: codeAuthRequired,
+	opencode.EUnavailable:  codeUnavailable,
+	opencode.ETooMany:      codeUnavailable,
+}
+
+// coreError maps a core error to JSON-RPC by rpcCodes. A store that cannot
+// be reached now, or too many requests, is codeUnavailable with
+// data.retryable (and data.retryAfter, seconds): the same request may
+// succeed later. Anything else is left for conn.reply to log.
 func coreError(err error) error {
 	var oe *opencode.Error
-	if errors.As(err, &oe) {
-		switch oe.Code {
-		case opencode.ENotFound:
-			return &rpcError{Code: codeNotFound, Message: oe.Message}
-		case opencode.EInvalid, opencode.EConflict, opencode.ERevoked, opencode.EBusy:
-			return &rpcError{Code: codeInvalidParams, Message: oe.Message}
-		}
-		return &rpcError{Code: codeInternal, Message: oe.Message}
+	if !errors.As(err, &oe) {
+		return err
 	}
-	return err
+	code, ok := rpcCodes[oe.Code]
+	if !ok {
+		return err
+	}
+	re := &rpcError{Code: code, Message: oe.Message}
+	if code == codeUnavailable {
+		re.Data = map[string]any{"retryable": true, "retryAfter": max(oe.RetryAfter, 1)}
+	}
+	return re
 }
 
 func (a *Agent) handle(ctx context.Context, method string, params json.RawMessage) (any, error) {

@@ -34,8 +34,16 @@ const (
 	codeInvalidParams  = -32602
 	codeInternal       = -32603
 	codeCancelled      = -32800
+	codeAuthRequired   = -32000 // ACP's authentication required
 	codeNotFound       = -32002 // ACP's resource not found
+	// codeUnavailable: the request may succeed if sent again later (the
+	// store cannot be written now); data.retryable says so.
+	codeUnavailable = -32001
 )
+
+// internalMessage is all a client learns of an internal error; its cause
+// goes to the log.
+const internalMessage = "Internal error: the agent's log has the details"
 
 // errCancelRequest is the cause of a request context the client cancelled
 // with `$/cancel_request` (not the connection ending).
@@ -301,7 +309,8 @@ func (c *conn) reply(id json.RawMessage, res any, err error) {
 	if err != nil {
 		var re *rpcError
 		if !errors.As(err, &re) {
-			re = &rpcError{Code: codeInternal, Message: err.Error()}
+			c.log.Error("acp: request failed", "id", string(id), "err", err)
+			re = &rpcError{Code: codeInternal, Message: internalMessage}
 		}
 		_ = c.write(frame{ID: id, Error: re})
 		return
@@ -311,7 +320,8 @@ func (c *conn) reply(id json.RawMessage, res any, err error) {
 	}
 	b, err := json.Marshal(res)
 	if err != nil {
-		_ = c.write(frame{ID: id, Error: &rpcError{Code: codeInternal, Message: err.Error()}})
+		c.log.Error("acp: encode a result", "id", string(id), "err", err)
+		_ = c.write(frame{ID: id, Error: &rpcError{Code: codeInternal, Message: internalMessage}})
 		return
 	}
 	_ = c.write(frame{ID: id, Result: b})
