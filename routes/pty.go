@@ -73,6 +73,7 @@ func (s *Server) mountPTY(r chi.Router) {
 	r.Delete("/pty/{ptyID}", p.h(p.remove))
 	r.Post("/pty/{ptyID}/connect-token", p.h(p.connectToken))
 	r.Get("/pty/{ptyID}/connect", p.h(p.connect))
+	p.mountV2(r)
 }
 
 // ptyError is an answer OpenCode gives in the tagged shape {_tag, ...}
@@ -98,6 +99,12 @@ var ptyForbidden = &ptyError{http.StatusForbidden, struct {
 }{"PtyForbiddenError", "Invalid PTY connect token request"}}
 
 func (p *ptyRoutes) h(f func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return p.hf(v1, f)
+}
+
+// hf is h for a route family: the v2 /api/pty routes answer their errors
+// in the v2 shapes.
+func (p *ptyRoutes) hf(fam family, f func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		err := f(w, r)
 		if err == nil {
@@ -106,6 +113,9 @@ func (p *ptyRoutes) h(f func(w http.ResponseWriter, r *http.Request) error) http
 		var pe *ptyError
 		var se *pty.SpecError
 		switch {
+		case fam == v2 && errors.Is(err, ptyForbidden):
+			writeJSON(w, http.StatusForbidden, map[string]any{"_tag": "ForbiddenError", "message": "Invalid PTY connect token request"})
+			return
 		case errors.As(err, &pe):
 			writeJSON(w, pe.status, pe.body)
 			return
@@ -118,7 +128,7 @@ func (p *ptyRoutes) h(f func(w http.ResponseWriter, r *http.Request) error) http
 		case errors.Is(err, pty.ErrUnsupported):
 			err = badRequest("Payload", "", "The terminal (/pty) is not supported on Windows")
 		}
-		writeError(w, r, v1, p.s.log, err)
+		writeError(w, r, fam, p.s.log, err)
 	}
 }
 
@@ -357,7 +367,7 @@ func (s *Server) ptyOrigin(r *http.Request) bool {
 
 // isPTYConnect reports whether r is the terminal websocket route.
 func isPTYConnect(r *http.Request) bool {
-	rest, ok := strings.CutPrefix(r.URL.Path, "/pty/")
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(r.URL.Path, "/api"), "/pty/")
 	if !ok || r.Method != http.MethodGet {
 		return false
 	}
