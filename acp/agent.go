@@ -87,6 +87,7 @@ func Serve(ctx context.Context, r io.Reader, w io.Writer, o Options) error {
 		select {
 		case <-ctx.Done():
 		case <-a.conn.eof:
+		case <-a.conn.broken:
 		}
 		end()
 	}()
@@ -124,8 +125,10 @@ type attached struct {
 	// runs are the connection's session/prompt requests not answered yet,
 	// in admission order: the first is the one running (or next to run).
 	runs []*promptRun
-	// asks cancel our session/request_permission calls by request ID.
-	asks map[string]context.CancelFunc
+	// asks cancel our session/request_permission calls by request ID;
+	// askers are their goroutines (detach waits for them).
+	asks   map[string]context.CancelFunc
+	askers sync.WaitGroup
 	// gate is held by the stream while it writes an event's updates, and
 	// by a v2 admission from before the core admits until its reply is
 	// written: the reply comes before the message's user_message.

@@ -1,6 +1,10 @@
 package acp
 
-import "github.com/opencode-server/opencode-server/opencode"
+import (
+	"strings"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
 
 // MapEvents maps a session's events as a followed session's stream does
 // (replay: as session/load sends its log), in v1's or v2's encoding.
@@ -18,4 +22,15 @@ func MapEvents(events []*opencode.Event, replay, v2 bool) []map[string]any {
 		}
 	}
 	return out
+}
+
+// Askers is how many permission-ask goroutines run now.
+func Askers() int {
+	n := 0
+	for _, s := range stacks() {
+		if strings.Contains(s, "acp.(*Agent).askPermission.func") {
+			n++
+		}
+	}
+	return n
 }

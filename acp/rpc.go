@@ -109,10 +109,16 @@ type conn struct {
 	wg     sync.WaitGroup
 	// eof is closed when the input ends.
 	eof chan struct{}
+	// broken is closed when a write to the client failed: the connection
+	// is over (as a failed commit stops a session), writeErr says why.
+	broken   chan struct{}
+	breakOne sync.Once
+	writeErr error
 }
 
 func newConn(r io.Reader, w io.Writer, h handler, log *slog.Logger) *conn {
-	return &conn{r: r, w: w, handle: h, log: log, eof: make(chan struct{}), inflight: map[string]context.CancelCauseFunc{}, calls: map[string]chan frame{}}
+	return &conn{r: r, w: w, handle: h, log: log, eof: make(chan struct{}), broken: make(chan struct{}),
+		inflight: map[string]context.CancelCauseFunc{}, calls: map[string]chan frame{}}
 }
 
 // write sends one frame as one line.
@@ -128,7 +134,21 @@ func (c *conn) write(f frame) error {
 	b = append(b, '\n')
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_, err = c.w.Write(b)
+	select {
+	case <-c.broken:
+		return c.writeErr // nothing more reaches the client
+	default:
+	}
+	if _, err = c.w.Write(b); err != nil {
+		c.breakOne.Do(func() {
+			c.writeErr = fmt.Errorf("acp: write to the client: %w", err)
+			c.log.Error("acp: the client cannot be written to; the connection ends", "err", err)
+			close(c.broken)
+			if cl, ok := c.r.(io.Closer); ok {
+				_ = cl.Close() // the read loop stops too
+			}
+		})
+	}
 	return err
 }
 
@@ -171,6 +191,8 @@ func (c *conn) call(ctx context.Context, method string, params any) (json.RawMes
 		return nil, ctx.Err()
 	case <-c.eof:
 		return nil, io.ErrUnexpectedEOF
+	case <-c.broken:
+		return nil, c.writeErr
 	}
 }
 
@@ -199,6 +221,11 @@ func (c *conn) serve(ctx context.Context) error {
 			} else {
 				c.dispatch(ctx, f)
 			}
+		}
+		select {
+		case <-c.broken:
+			return c.writeErr
+		default:
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -254,7 +281,10 @@ func (c *conn) dispatch(ctx context.Context, f frame) {
 		ch := c.calls[string(f.ID)]
 		c.mu.Unlock()
 		if ch != nil {
-			ch <- f
+			select {
+			case ch <- f:
+			default: // a duplicate response: the first one is waiting
+			}
 		}
 	case f.Method == "$/cancel_request":
 		var p struct {

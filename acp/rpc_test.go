@@ -184,3 +184,20 @@ func FuzzConn(f *testing.F) {
 		}
 	})
 }
+
+// TestDuplicateResponse: a client answering our request twice, before we
+// read the first answer, does not block the read loop: the next request
+// is still answered.
+func TestDuplicateResponse(t *testing.T) {
+	c, in, lines := pipeConn(t, func(context.Context, string, json.RawMessage) (any, error) { return "pong", nil })
+	c.mu.Lock()
+	c.calls["1"] = make(chan frame, 1) // a call of ours waiting, not reading yet
+	c.mu.Unlock()
+	for range 2 {
+		_, _ = in.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n"))
+	}
+	_, _ = in.Write([]byte(`{"jsonrpc":"2.0","id":"p","method":"ping"}` + "\n"))
+	if l := next(t, lines); !strings.Contains(l, `"pong"`) {
+		t.Errorf("answered %s", l)
+	}
+}

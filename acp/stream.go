@@ -154,6 +154,14 @@ func (a *Agent) detach(id string) {
 	if at != nil {
 		at.sub.Close()
 		<-at.done
+		// Our permission asks of this session stop waiting for the client
+		// (the core's asks stay, for another client to answer).
+		at.mu.Lock()
+		for _, cancel := range at.asks {
+			cancel()
+		}
+		at.mu.Unlock()
+		at.askers.Wait()
 	}
 }
 
@@ -195,7 +203,9 @@ func (a *Agent) askPermission(at *attached, e *opencode.Event) {
 	if len(req.Patterns) > 0 {
 		title += " " + strings.Join(req.Patterns, ", ")
 	}
+	at.askers.Add(1)
 	go func() {
+		defer at.askers.Done()
 		defer func() {
 			at.mu.Lock()
 			delete(at.asks, req.ID)
