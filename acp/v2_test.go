@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -736,5 +737,56 @@ func TestV2Resume(t *testing.T) {
 		if !replay && (u >= 0 || text != 0) {
 			t.Errorf("resume without replayFrom replayed: %+v", es)
 		}
+	}
+}
+
+// TestV2ResumeAfterRestart: a second server on the same --data (a second
+// process) resumes the session with replayFrom start: the conversation
+// replays under its stored message IDs, once, and the session continues
+// live with no gap; the IDs are the HTTP API's.
+func TestV2ResumeAfterRestart(t *testing.T) {
+	data := t.TempDir()
+	srv1 := testserver.Start(t, testserver.Options{SQLite: true, DataDir: data, Scripted: scripted.Config{Chunks: 3}})
+	c1 := startV2(t, srv1)
+	sid := c1.newSessionV2(srv1.Directory)
+	first := c1.promptV2(sid, "before the restart")
+	c1.settled(srv1, sid, func() int { return 1 })
+	c1.w.Close()
+	<-c1.done
+	srv1.Stop()
+
+	srv2 := testserver.Start(t, testserver.Options{SQLite: true, DataDir: data, Directory: srv1.Directory,
+		Scripted: scripted.Config{Chunks: 3}})
+	c2 := startV2(t, srv2)
+	c2.call("session/resume", map[string]any{"sessionId": sid, "cwd": srv1.Directory, "mcpServers": []any{},
+		"replayFrom": map[string]any{"type": "start"}}, nil)
+	second := c2.promptV2(sid, "after it")
+	es := c2.settled(srv2, sid, func() int { return 1 })
+	u1, u2 := index(es, isUser(first)), index(es, isUser(second))
+	if u1 < 0 || es[u1].Text != "before the restart" || u2 < u1 || count(es, isUser(first)) != 1 {
+		t.Errorf("want the replayed message once, then the new work: %+v", es)
+	}
+	said := ""
+	for _, e := range es[:u2] {
+		if e.Kind == "agent_message_chunk" {
+			said += e.Text
+		}
+	}
+	if !strings.Contains(said, "before the restart") {
+		t.Errorf("the replay lacks the stored answer: %q", said)
+	}
+	resp, err := http.Get(srv2.URL + "/session/" + sid + "/message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var msgs []struct {
+		Info struct {
+			ID string `json:"id"`
+		} `json:"info"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&msgs); err != nil || len(msgs) < 4 ||
+		msgs[0].Info.ID != first || msgs[2].Info.ID != second {
+		t.Errorf("HTTP messages %+v %v, want %s and %s as the user messages", msgs, err, first, second)
 	}
 }
