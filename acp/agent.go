@@ -650,6 +650,7 @@ func (a *Agent) parts(blocks []contentBlock) ([]opencode.Part, error) {
 	}
 	var out []opencode.Part
 	var text []string
+	skipped := 0
 	for _, b := range blocks {
 		switch b.Type {
 		case "text":
@@ -676,8 +677,17 @@ func (a *Agent) parts(blocks []contentBlock) ([]opencode.Part, error) {
 			out = append(out, opencode.Part{ID: a.ids.NewPart(), Type: opencode.PartFile,
 				URL: "data:" + b.MimeType + ";base64," + b.Data, Mime: b.MimeType, Filename: "image"})
 		default:
+			if a.v2.Load() {
+				// v2: unknown (or _-prefixed) block types are tolerated,
+				// left out of what the model gets.
+				skipped++
+				continue
+			}
 			return nil, invalid("unsupported content block type " + b.Type)
 		}
+	}
+	if skipped == len(blocks) {
+		return nil, invalid("prompt has no content block of a known type")
 	}
 	head := opencode.Part{ID: a.ids.NewPart(), Type: opencode.PartText, Text: strings.Join(text, "\n")}
 	return append([]opencode.Part{head}, out...), nil

@@ -790,3 +790,26 @@ func TestV2ResumeAfterRestart(t *testing.T) {
 		t.Errorf("HTTP messages %+v %v, want %s and %s as the user messages", msgs, err, first, second)
 	}
 }
+
+// TestV2UnknownBlocks: v2 tolerates content blocks of unknown and
+// _-prefixed types (left out); a prompt of nothing else is refused.
+func TestV2UnknownBlocks(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 2}})
+	c := startV2(t, srv)
+	sid := c.newSessionV2(srv.Directory)
+	odd := map[string]any{"type": "_vendor_widget", "payload": 1}
+	var res struct {
+		Meta struct {
+			MessageID string `json:"messageId"`
+		} `json:"_meta"`
+	}
+	c.call("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{odd, textPrompt("plain")[0]}}, &res)
+	es := c.settled(srv, sid, func() int { return 1 })
+	if u := index(es, isUser(res.Meta.MessageID)); u < 0 || es[u].Text != "plain" {
+		t.Errorf("the known block's prompt: %+v", es)
+	}
+	_, ch := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{odd}})
+	if m := c.wait(ch, "prompt"); m.Error == nil || m.Error.Code != -32602 {
+		t.Errorf("a prompt of unknown blocks only: %+v", m)
+	}
+}
