@@ -39,7 +39,7 @@ func (m *Manager) Fork(ctx context.Context, sessionID, messageID string) (openco
 	}
 	now := m.now()
 	id := m.ids.NewSession()
-	s := opencode.Session{ID: id, Slug: slug(id), ProjectID: src.ProjectID, Directory: src.Directory, Path: src.Path,
+	s := opencode.Session{ID: id, Slug: slug(id), ProjectID: src.ProjectID, WorkspaceID: src.WorkspaceID, Directory: src.Directory, Path: src.Path,
 		Title: forkTitle(src.Title), Version: opencode.Version, Time: opencode.SessionTime{Created: now, Updated: now}}
 	b := &store.Batch{Session: &s, CreateOnly: true}
 	newID := map[string]string{}

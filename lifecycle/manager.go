@@ -555,7 +555,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts opencode.SessionOption
 	if title == "" {
 		title = defaultTitlePrefix + time.UnixMilli(now).UTC().Format("2006-01-02T15:04:05.000Z")
 	}
-	s = opencode.Session{ID: opts.ID, Slug: slug(opts.ID), ProjectID: "global", Directory: dir,
+	s = opencode.Session{ID: opts.ID, Slug: slug(opts.ID), ProjectID: "global", WorkspaceID: opts.WorkspaceID, Directory: dir,
 		Path: strings.TrimPrefix(dir, "/"), ParentID: opts.ParentID, Title: title, Agent: opts.Agent, Model: opts.Model,
 		Version: opencode.Version, Permission: opts.Permission, Metadata: opts.Metadata,
 		Time: opencode.SessionTime{Created: now, Updated: now}}

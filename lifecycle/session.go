@@ -4,6 +4,7 @@ package lifecycle
 
 import (
 	"context"
+	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
 )
@@ -22,8 +23,17 @@ func (r *runner) update(p opencode.SessionPatch) (opencode.Session, error) {
 	if p.Archived != nil {
 		s.Time.Archived = p.Archived
 	}
+	if p.WorkspaceID != nil {
+		s.WorkspaceID = *p.WorkspaceID
+	}
 	s.Time.Updated = r.m.now()
-	return r.saveSession(r.outbox(), s)
+	t := r.outbox()
+	if mv := p.Move; mv != nil && mv.Directory != s.Directory {
+		s.Directory, s.Path = mv.Directory, strings.TrimPrefix(mv.Directory, "/")
+		t.durable(opencode.SessionMoved{Timestamp: s.Time.Updated, SessionID: r.id,
+			Location: opencode.MovedTarget{Directory: mv.Directory}, Subdirectory: mv.Subdirectory})
+	}
+	return r.saveSession(t, s)
 }
 
 // saveSession commits s with whatever t holds, and takes it as the

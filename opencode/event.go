@@ -79,6 +79,7 @@ const (
 	EvToolCalled       = "session.next.tool.called"
 	EvToolSuccess      = "session.next.tool.success"
 	EvToolFailed       = "session.next.tool.failed"
+	EvSessionMoved     = "session.next.moved"
 
 	EvInboxEnqueued        = "session.inbox.enqueued"
 	EvInboxDelivered       = "session.inbox.delivered"

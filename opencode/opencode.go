@@ -68,21 +68,24 @@ type SessionSummary struct {
 
 // Session is the v1 Session shape. A session is its own agent: one ID.
 type Session struct {
-	ID         string          `json:"id"`
-	Slug       string          `json:"slug"`
-	ProjectID  string          `json:"projectID"`
-	Directory  string          `json:"directory"`
-	Path       string          `json:"path,omitempty"`
-	ParentID   string          `json:"parentID,omitempty"`
-	Summary    *SessionSummary `json:"summary,omitempty"`
-	Cost       float64         `json:"cost"`
-	Tokens     Tokens          `json:"tokens"`
-	Title      string          `json:"title"`
-	Agent      string          `json:"agent,omitempty"`
-	Model      *ModelRef       `json:"model,omitempty"`
-	Version    string          `json:"version"`
-	Metadata   json.RawMessage `json:"metadata,omitempty"`
-	Permission json.RawMessage `json:"permission,omitempty"`
+	ID        string `json:"id"`
+	Slug      string `json:"slug"`
+	ProjectID string `json:"projectID"`
+	// WorkspaceID is the workspace the session belongs to (OpenCode's
+	// experimental workspaces; warp and sync/steal set it).
+	WorkspaceID string          `json:"workspaceID,omitempty"`
+	Directory   string          `json:"directory"`
+	Path        string          `json:"path,omitempty"`
+	ParentID    string          `json:"parentID,omitempty"`
+	Summary     *SessionSummary `json:"summary,omitempty"`
+	Cost        float64         `json:"cost"`
+	Tokens      Tokens          `json:"tokens"`
+	Title       string          `json:"title"`
+	Agent       string          `json:"agent,omitempty"`
+	Model       *ModelRef       `json:"model,omitempty"`
+	Version     string          `json:"version"`
+	Metadata    json.RawMessage `json:"metadata,omitempty"`
+	Permission  json.RawMessage `json:"permission,omitempty"`
 	// Revert is set while the session is reverted to before a message.
 	Revert *SessionRevert `json:"revert,omitempty"`
 	Time   SessionTime    `json:"time"`

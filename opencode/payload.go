@@ -56,6 +56,20 @@ type Prompted struct {
 	Delivery Delivery `json:"delivery"`
 }
 
+// SessionMoved is session.next.moved: the session works in another
+// directory of its project from now on.
+type SessionMoved struct {
+	Timestamp    int64       `json:"timestamp"`
+	SessionID    string      `json:"sessionID"`
+	Location     MovedTarget `json:"location"`
+	Subdirectory string      `json:"subdirectory"`
+}
+
+// MovedTarget is where a session moved.
+type MovedTarget struct {
+	Directory string `json:"directory"`
+}
+
 // AgentSwitched is session.next.agent.switched.
 type AgentSwitched struct {
 	InputHeader
@@ -366,6 +380,7 @@ type QuestionRejected struct {
 func (PromptAdmitted) EventType() string       { return EvPromptAdmitted }
 func (Prompted) EventType() string             { return EvPrompted }
 func (AgentSwitched) EventType() string        { return EvAgentSwitched }
+func (SessionMoved) EventType() string         { return EvSessionMoved }
 func (ModelSwitched) EventType() string        { return EvModelSwitched }
 func (StepStarted) EventType() string          { return EvStepStarted }
 func (StepEnded) EventType() string            { return EvStepEnded }

@@ -14,6 +14,8 @@ type SessionOptions struct {
 	Directory  string
 	Permission []byte
 	Metadata   []byte
+	// WorkspaceID is the workspace the session is created in ("": none).
+	WorkspaceID string
 }
 
 // SessionPatch is a PATCH /session/{id} body.
@@ -22,6 +24,19 @@ type SessionPatch struct {
 	Metadata   []byte
 	Permission []byte
 	Archived   *float64
+	// WorkspaceID, when set, is the session's workspace from now on ("":
+	// none, the local project).
+	WorkspaceID *string
+	// Move, when set, moves the session to another directory of its
+	// project (session.next.moved).
+	Move *SessionMove
+}
+
+// SessionMove is where a session moves: a directory of its project, and
+// that directory relative to the project's work tree ("" at its root).
+type SessionMove struct {
+	Directory    string
+	Subdirectory string
 }
 
 // PageQuery selects a page of a session's messages: see

@@ -150,7 +150,11 @@ func biErrorShape(path string, r biResp, field string) []string {
 		return s
 	}
 	var msg, fieldMember string
-	if strings.HasPrefix(path, "/api/") {
+	// The project copy routes answer their bad payloads in the tagged
+	// shape on v1 paths too.
+	copyTagged := strings.HasPrefix(path, "/experimental/project/") && strings.HasSuffix(strings.SplitN(path, "?", 2)[0], "/copy") &&
+		str(body["_tag"]) == "InvalidRequestError"
+	if strings.HasPrefix(path, "/api/") || copyTagged {
 		if str(body["_tag"]) == "" {
 			probs = append(probs, "v2 error without _tag: "+biClip(r.body))
 		}
@@ -539,6 +543,62 @@ func badCases() []badCase {
 		badCase{name: "worktree/reset without directory", method: "POST", path: "/experimental/worktree/reset", body: `{}`, status: 400, field: "directory"},
 		badCase{name: "worktree/reset outside git", method: "POST", path: "/experimental/worktree/reset", body: `{"directory":"/tmp"}`, status: 400, msgHas: "only supported for git"},
 		badCase{name: "worktree/PUT", method: "PUT", path: "/experimental/worktree", status: 405},
+		// Workspaces, sync, moving a session, project copies.
+		badCase{name: "workspace/create no body", method: "POST", path: "/experimental/workspace", body: "", status: 400, msgHas: "required"},
+		badCase{name: "workspace/create without type", method: "POST", path: "/experimental/workspace", body: `{}`, status: 400, field: "type"},
+		badCase{name: "workspace/create type a number", method: "POST", path: "/experimental/workspace", body: `{"type":1}`, status: 400, field: "type"},
+		badCase{name: "workspace/create bad id", method: "POST", path: "/experimental/workspace", body: `{"type":"worktree","id":"bad"}`, status: 400, field: "id", msgHas: "wrk_"},
+		badCase{name: "workspace/create branch a number", method: "POST", path: "/experimental/workspace", body: `{"type":"worktree","branch":5}`, status: 400, field: "branch"},
+		badCase{name: "workspace/create malformed", method: "POST", path: "/experimental/workspace", body: `{"type":`, status: 400, msgHas: "JSON"},
+		badCase{name: "workspace/create unknown adapter", method: "POST", path: "/experimental/workspace", body: `{"type":"nope"}`, status: 400, msgHas: "Unknown workspace adapter: nope"},
+		badCase{name: "workspace/create outside git", method: "POST", path: "/experimental/workspace", body: `{"type":"worktree"}`, status: 400, msgHas: "only supported for git"},
+		badCase{name: "workspace/remove bad id", method: "DELETE", path: "/experimental/workspace/bad", status: 400, field: "id"},
+		badCase{name: "workspace/PUT", method: "PUT", path: "/experimental/workspace/wrk_1", status: 405},
+		badCase{name: "workspace/GET adapter POST", method: "POST", path: "/experimental/workspace/adapter", body: `{}`, status: 405},
+		badCase{name: "workspace/GET sync-list", method: "GET", path: "/experimental/workspace/sync-list", status: 405},
+		badCase{name: "workspace/warp without id", method: "POST", path: "/experimental/workspace/warp", body: `{"sessionID":"{ses}"}`, status: 400, field: "id"},
+		badCase{name: "workspace/warp without sessionID", method: "POST", path: "/experimental/workspace/warp", body: `{"id":null}`, status: 400, field: "sessionID"},
+		badCase{name: "workspace/warp id a number", method: "POST", path: "/experimental/workspace/warp", body: `{"id":5,"sessionID":"{ses}"}`, status: 400, field: "id"},
+		badCase{name: "workspace/warp bad id", method: "POST", path: "/experimental/workspace/warp", body: `{"id":"bad","sessionID":"{ses}"}`, status: 400, field: "id"},
+		badCase{name: "workspace/warp bad sessionID", method: "POST", path: "/experimental/workspace/warp", body: `{"id":null,"sessionID":"bad"}`, status: 400, field: "sessionID"},
+		badCase{name: "workspace/warp copyChanges a string", method: "POST", path: "/experimental/workspace/warp", body: `{"id":null,"sessionID":"{ses}","copyChanges":"yes"}`, status: 400, field: "copyChanges"},
+		badCase{name: "workspace/warp unknown workspace", method: "POST", path: "/experimental/workspace/warp", body: `{"id":"wrk_nope","sessionID":"{ses}"}`, status: 404, msgHas: "wrk_nope"},
+		badCase{name: "workspace/warp unknown session", method: "POST", path: "/experimental/workspace/warp", body: `{"id":null,"sessionID":"` + nosuch + `"}`, status: 404, msgHas: nosuch},
+		badCase{name: "sync/history no body", method: "POST", path: "/sync/history", body: "", status: 400, msgHas: "required"},
+		badCase{name: "sync/history an array", method: "POST", path: "/sync/history", body: `[]`, status: 400},
+		badCase{name: "sync/history a string seq", method: "POST", path: "/sync/history", body: `{"ses_a":"x"}`, status: 400, field: "ses_a"},
+		badCase{name: "sync/history a negative seq", method: "POST", path: "/sync/history", body: `{"ses_a":-1}`, status: 400, field: "ses_a"},
+		badCase{name: "sync/history a fractional seq", method: "POST", path: "/sync/history", body: `{"ses_a":1.5}`, status: 400, field: "ses_a"},
+		badCase{name: "sync/history a null seq", method: "POST", path: "/sync/history", body: `{"ses_a":null}`, status: 400, field: "ses_a"},
+		badCase{name: "sync/history malformed", method: "POST", path: "/sync/history", body: `nope`, status: 400, msgHas: "JSON"},
+		badCase{name: "sync/steal without sessionID", method: "POST", path: "/sync/steal", body: `{}`, status: 400, field: "sessionID"},
+		badCase{name: "sync/steal bad sessionID", method: "POST", path: "/sync/steal", body: `{"sessionID":"bad"}`, status: 400, field: "sessionID"},
+		badCase{name: "sync/steal unknown workspace", method: "POST", path: "/sync/steal?workspace=wrk_nope", body: `{"sessionID":"{ses}"}`, status: 400, msgHas: "wrk_nope"},
+		badCase{name: "sync/GET start", method: "GET", path: "/sync/start", status: 405},
+		badCase{name: "move/without sessionID", method: "POST", path: "/experimental/control-plane/move-session", body: `{"destination":{"directory":"/tmp"}}`, status: 400, field: "sessionID"},
+		badCase{name: "move/bad sessionID", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":"bad","destination":{"directory":"/tmp"}}`, status: 400, field: "sessionID"},
+		badCase{name: "move/without destination", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":"{ses}"}`, status: 400, field: "destination"},
+		badCase{name: "move/destination a string", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":"{ses}","destination":"/tmp"}`, status: 400, field: "destination"},
+		badCase{name: "move/destination without directory", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":"{ses}","destination":{}}`, status: 400, field: "destination"},
+		badCase{name: "move/relative destination", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":"{ses}","destination":{"directory":"sub"}}`, status: 400, field: "destination"},
+		badCase{name: "move/moveChanges a string", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":"{ses}","destination":{"directory":"/tmp"},"moveChanges":"yes"}`, status: 400, field: "moveChanges"},
+		badCase{name: "move/unknown session", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":"` + nosuch + `","destination":{"directory":"/tmp"}}`, status: 400, msgHas: nosuch},
+		badCase{name: "move/malformed", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":`, status: 400, msgHas: "JSON"},
+		badCase{name: "copy/create no body", method: "POST", path: "/experimental/project/global/copy", body: "", status: 400, msgHas: "required"},
+		badCase{name: "copy/create without strategy", method: "POST", path: "/experimental/project/global/copy", body: `{"directory":"/tmp/c"}`, status: 400, field: "strategy"},
+		badCase{name: "copy/create empty strategy", method: "POST", path: "/experimental/project/global/copy", body: `{"strategy":" ","directory":"/tmp/c"}`, status: 400, field: "strategy"},
+		badCase{name: "copy/create strategy a number", method: "POST", path: "/experimental/project/global/copy", body: `{"strategy":1,"directory":"/tmp/c"}`, status: 400, field: "strategy"},
+		badCase{name: "copy/create without directory", method: "POST", path: "/experimental/project/global/copy", body: `{"strategy":"git_worktree"}`, status: 400, field: "directory"},
+		badCase{name: "copy/create malformed", method: "POST", path: "/experimental/project/global/copy", body: `{"strategy"`, status: 400, msgHas: "JSON"},
+		badCase{name: "copy/create unknown strategy", method: "POST", path: "/experimental/project/global/copy", body: `{"strategy":"nope","directory":"/tmp/c"}`, status: 400, msgHas: "strategy unavailable: nope"},
+		badCase{name: "copy/remove without directory", method: "DELETE", path: "/experimental/project/global/copy", body: `{"force":true}`, status: 400, field: "directory"},
+		badCase{name: "copy/remove without force", method: "DELETE", path: "/experimental/project/global/copy", body: `{"directory":"/tmp"}`, status: 400, field: "force"},
+		badCase{name: "copy/remove force a string", method: "DELETE", path: "/experimental/project/global/copy", body: `{"directory":"/tmp","force":"x"}`, status: 400, field: "force"},
+		badCase{name: "copy/remove a missing directory", method: "DELETE", path: "/experimental/project/global/copy", body: `{"directory":"/nonexistent/dir","force":false}`, status: 400, msgHas: "unavailable"},
+		badCase{name: "copy/remove not a copy", method: "DELETE", path: "/experimental/project/global/copy", body: `{"directory":"/tmp","force":false}`, status: 400, msgHas: "Invalid project copy directory"},
+		badCase{name: "copy/generate-name no body", method: "POST", path: "/experimental/project/global/copy/generate-name", body: "", status: 400, msgHas: "required"},
+		badCase{name: "copy/generate-name context a number", method: "POST", path: "/experimental/project/global/copy/generate-name", body: `{"context":5}`, status: 400, field: "context"},
+		badCase{name: "copy/GET refresh", method: "GET", path: "/experimental/project/global/copy/refresh", status: 405},
 	)
 	// The v2 integration and credential routes (the test server has no
 	// catalog, so no integration: OpenCode answers 500 where one or its

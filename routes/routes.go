@@ -70,6 +70,10 @@ type Config struct {
 	// PTY runs the terminals of /pty (closed by the caller at shutdown);
 	// nil: the routes run their own, closed when Done is.
 	PTY *pty.Manager
+	// Workspaces turns on OpenCode's experimental workspaces
+	// (OPENCODE_EXPERIMENTAL_WORKSPACES: ExperimentalFlag); off, they list
+	// none, as in OpenCode.
+	Workspaces bool
 	// Publish puts a live event no session owns (the /tui routes') on the
 	// bus /event serves, on every instance; nil: those events go nowhere.
 	Publish func(*opencode.Event)
@@ -87,7 +91,9 @@ type Server struct {
 	streams  *streamLimiter
 	routes   routeTable
 	projects projects
-	webScope webScope
+	// workspaces are OpenCode's experimental workspaces (workspace.go).
+	workspaces workspaces
+	webScope   webScope
 }
 
 // New returns the router.
@@ -112,7 +118,7 @@ func New(cfg Config) http.Handler {
 	}
 	s := &Server{cfg: cfg, m: cfg.Manager, ids: cfg.IDs, log: cfg.Logger, streams: newStreamLimiter(cfg.MaxStreams)}
 	r := chi.NewRouter()
-	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, checkDirectory, s.forward)
+	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, checkDirectory, s.routeWorkspace, s.forward)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		if s.serveWeb(w, r) {
 			return
@@ -149,6 +155,10 @@ func New(cfg Config) http.Handler {
 	s.mountV2Revert(r)
 	s.mountVCS(r)
 	s.mountExperimentalSessions(r)
+	s.mountWorkspaces(r)
+	s.mountSync(r)
+	s.mountControlPlane(r)
+	s.mountProjectCopies(r)
 	s.mountPTY(r)
 	s.mountIntegrations(r)
 	s.routes = newRouteTable(r)

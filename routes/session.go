@@ -204,13 +204,18 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if b.Model != nil && (b.Model.ID == "" || b.Model.ProviderID == "") {
 		return badRequest("Payload", "model", "model needs id and providerID")
 	}
+	if b.WorkspaceID != "" {
+		if err := checkID(workspacePrefix, b.WorkspaceID, "workspaceID"); err != nil {
+			return err
+		}
+	}
 	var err error
 	if b.Metadata, b.Permission, err = checkSessionFields(b.Metadata, b.Permission); err != nil {
 		return err
 	}
 	sess, _, err := s.m.CreateSession(detach(r.Context()), opencode.SessionOptions{
 		ID: s.ids.NewSession(), Minted: true, ParentID: b.ParentID, Title: b.Title, Agent: b.Agent, Model: b.Model,
-		Directory: s.directory(r), Permission: b.Permission, Metadata: b.Metadata})
+		Directory: s.directory(r), Permission: b.Permission, Metadata: b.Metadata, WorkspaceID: b.WorkspaceID})
 	if err != nil {
 		return err
 	}

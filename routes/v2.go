@@ -68,7 +68,7 @@ type locationRef struct {
 
 func toV2(s opencode.Session) sessionV2 {
 	v := sessionV2{ID: s.ID, ParentID: s.ParentID, ProjectID: s.ProjectID, Agent: s.Agent, Model: s.Model,
-		Cost: s.Cost, Title: s.Title, Location: locationRef{Directory: s.Directory}, Subpath: s.Path,
+		Cost: s.Cost, Title: s.Title, Location: locationRef{Directory: s.Directory, WorkspaceID: s.WorkspaceID}, Subpath: s.Path,
 		Tokens: tokensV2{Input: s.Tokens.Input, Output: s.Tokens.Output, Reasoning: s.Tokens.Reasoning, Cache: s.Tokens.Cache}}
 	v.Time.Created, v.Time.Updated, v.Time.Archived = s.Time.Created, s.Time.Updated, s.Time.Archived
 	return v

@@ -81,8 +81,9 @@ type row struct {
 }
 
 type dirEntry struct {
-	dir string
-	seq int
+	dir      string
+	seq      int
+	strategy string // the project copy strategy that made it ("": a root)
 }
 
 func (ps *Projects) now() int64 {
@@ -386,7 +387,7 @@ func (ps *Projects) Directories(id string) []Directory {
 	ds := slices.Clone(r.dirs)
 	slices.SortFunc(ds, func(a, b dirEntry) int { return b.seq - a.seq })
 	for _, d := range ds {
-		out = append(out, Directory{Directory: d.dir})
+		out = append(out, Directory{Directory: d.dir, Strategy: d.strategy})
 	}
 	return out
 }

@@ -32,12 +32,15 @@ func TestDocumentValid(t *testing.T) {
 // {_tag, message, ...} on v1 routes too (the real server's answers).
 var taggedOnV1 = map[string]bool{"#/components/schemas/SessionBusyError": true, "#/components/schemas/ProjectNotFoundError": true,
 	"#/components/schemas/McpServerNotFoundError": true, "#/components/schemas/PtyNotFoundError": true,
-	"#/components/schemas/PtyForbiddenError": true}
+	"#/components/schemas/PtyForbiddenError": true,
+	// The project copy routes' bad payloads (testdata/reference/workspace).
+	"#/components/schemas/InvalidRequestError": true}
 
 // otherShapes are the 4xx answers of v1 routes that OpenCode 1.18.33 gives
 // in neither family (recorded in testdata/reference/cloud/).
 var otherShapes = map[string]bool{"#/components/schemas/ConsoleSwitchRefused": true,
-	"#/components/schemas/UpgradeFailed": true, "#/components/schemas/McpUnsupportedOAuthError": true}
+	"#/components/schemas/UpgradeFailed": true, "#/components/schemas/McpUnsupportedOAuthError": true,
+	"#/components/schemas/SyncStealRefused": true}
 
 // TestEveryOperationDocumentsErrors: every operation documents 401 and 500,
 // and each error response is in its route family's shape: {name, data} on

@@ -181,7 +181,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, PTY: a.PTY, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: cat, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
 		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, References: o.Config.References, MCP: servers, ForwardWindow: o.ForwardWindow,
-		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive, Web: web})
+		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive,
+		Workspaces: routes.ExperimentalFlag(o.Getenv, "OPENCODE_EXPERIMENTAL_WORKSPACES"), Web: web})
 	a.web = web
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
 	started = true
