@@ -256,12 +256,16 @@ func newBrowser(t *testing.T, chromium string) *browser {
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run its sandbox as root
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	// The whole browser session is bounded: a page that never answers
+	// fails the test within minutes instead of holding the suite.
+	whole, cancelWhole := context.WithTimeout(context.Background(), 6*time.Minute)
+	actx, cancelAlloc := chromedp.NewExecAllocator(whole, opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	var wg sync.WaitGroup
 	t.Cleanup(func() {
 		cancelTab()
 		cancelAlloc()
+		cancelWhole()
 		wg.Wait() // the event loops below end with the tab
 	})
 	if err := chromedp.Do(ctx); err != nil { // starts the browser
