@@ -607,8 +607,14 @@ func (a *Agent) announceCommands(s opencode.Session) {
 	cmds := []map[string]any{}
 	for _, c := range a.commands(s.Directory) {
 		// As opencode acp lists them: no input hint ($ARGUMENTS is a
-		// template placeholder, not words for a person).
-		cmds = append(cmds, map[string]any{"name": c.Name, "description": c.Description})
+		// template placeholder, not words for a person). One that takes
+		// arguments has v2's typed input (text, whose hint is required:
+		// a plain word); v1's encoding drops it.
+		cmd := map[string]any{"name": c.Name, "description": c.Description}
+		if len(c.Hints) > 0 {
+			cmd["input"] = map[string]any{"type": "text", "hint": "arguments"}
+		}
+		cmds = append(cmds, cmd)
 	}
 	_ = a.update(s.ID, map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": cmds})
 }

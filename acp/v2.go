@@ -87,8 +87,18 @@ func (a *Agent) encode(sessionID string, u map[string]any) map[string]any {
 func encodeUpdate(u map[string]any, v2 bool, options func() []map[string]any) map[string]any {
 	kind, _ := u["sessionUpdate"].(string)
 	if !v2 {
-		if kind == "state_update" {
+		switch kind {
+		case "state_update":
 			return nil // v1 says it with the prompt's reply
+		case "available_commands_update":
+			// v1: no input (as opencode acp lists commands).
+			cmds, _ := u["availableCommands"].([]map[string]any)
+			out := make([]map[string]any, len(cmds))
+			for i, c := range cmds {
+				out[i] = maps.Clone(c)
+				delete(out[i], "input")
+			}
+			return map[string]any{"sessionUpdate": kind, "availableCommands": out}
 		}
 		return u
 	}

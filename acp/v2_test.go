@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 )
@@ -811,5 +812,48 @@ func TestV2UnknownBlocks(t *testing.T) {
 	_, ch := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": []any{odd}})
 	if m := c.wait(ch, "prompt"); m.Error == nil || m.Error.Code != -32602 {
 		t.Errorf("a prompt of unknown blocks only: %+v", m)
+	}
+}
+
+// TestV2CommandInput: in v2 a command that takes arguments has the typed
+// input {type: text}; v1 lists commands without input, as before.
+func TestV2CommandInput(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	takes := map[string]bool{}
+	for _, cmd := range command.List(srv.Directory, nil, "") {
+		takes[cmd.Name] = len(cmd.Hints) > 0
+	}
+	for _, v2 := range []bool{false, true} {
+		var c *client
+		if v2 {
+			c = startV2(t, srv)
+			c.newSessionV2(srv.Directory)
+		} else {
+			c = start(t, srv)
+			c.handshake()
+			c.newSession(srv.Directory)
+		}
+		c.waitFor("available_commands_update", func() bool { return slices.Contains(c.frames(), "available_commands_update") })
+		c.mu.Lock()
+		for _, m := range c.log {
+			var u struct {
+				Update struct {
+					Commands []struct {
+						Name  string `json:"name"`
+						Input *struct {
+							Type string `json:"type"`
+						} `json:"input"`
+					} `json:"availableCommands"`
+				} `json:"update"`
+			}
+			_ = json.Unmarshal(m.Params, &u)
+			for _, cmd := range u.Update.Commands {
+				want := v2 && takes[cmd.Name]
+				if (cmd.Input != nil) != want || (want && cmd.Input.Type != "text") {
+					t.Errorf("v2 %v: command %s input %+v, want one: %v", v2, cmd.Name, cmd.Input, want)
+				}
+			}
+		}
+		c.mu.Unlock()
 	}
 }
