@@ -150,11 +150,13 @@ func biErrorShape(path string, r biResp, field string) []string {
 		return s
 	}
 	var msg, fieldMember string
-	// The project copy routes answer their bad payloads in the tagged
-	// shape on v1 paths too.
+	// OpenCode's terminal routes answer PtyNotFoundError and
+	// PtyForbiddenError in the tagged shape on v1 paths too.
+	ptyTagged := strings.HasPrefix(path, "/pty") && strings.HasPrefix(str(body["_tag"]), "Pty")
+	// So do the project copy routes their bad payloads.
 	copyTagged := strings.HasPrefix(path, "/experimental/project/") && strings.HasSuffix(strings.SplitN(path, "?", 2)[0], "/copy") &&
 		str(body["_tag"]) == "InvalidRequestError"
-	if strings.HasPrefix(path, "/api/") || copyTagged {
+	if strings.HasPrefix(path, "/api/") || ptyTagged || copyTagged {
 		if str(body["_tag"]) == "" {
 			probs = append(probs, "v2 error without _tag: "+biClip(r.body))
 		}
@@ -463,6 +465,42 @@ func badCases() []badCase {
 		badCase{name: "tui/POST control/next", method: "POST", path: "/tui/control/next", status: 405},
 		badCase{name: "tui/GET control/response", method: "GET", path: "/tui/control/response", status: 405},
 		badCase{name: "tui/unknown route", method: "POST", path: "/tui/nope", status: 404},
+	)
+
+	// The terminal routes (/pty).
+	add(
+		badCase{name: "pty/bad id get", method: "GET", path: "/pty/abc", status: 400, field: "ptyID"},
+		badCase{name: "pty/bad id update", method: "PUT", path: "/pty/ses_1", body: `{"title":"x"}`, status: 400, field: "ptyID"},
+		badCase{name: "pty/bad id delete", method: "DELETE", path: "/pty/pty", status: 400, field: "ptyID"},
+		badCase{name: "pty/bad id connect", method: "GET", path: "/pty/abc/connect", status: 400, field: "ptyID"},
+		badCase{name: "pty/bad id connect-token", method: "POST", path: "/pty/a%2Fb/connect-token", hdr: map[string]string{"x-opencode-ticket": "1"}, status: 400, field: "ptyID"},
+		badCase{name: "pty/unknown get", method: "GET", path: "/pty/pty_doesnotexist", status: 404, msgHas: "pty_doesnotexist"},
+		badCase{name: "pty/unknown update", method: "PUT", path: "/pty/pty_doesnotexist", body: `{"title":"x"}`, status: 404, msgHas: "PtyNotFoundError"},
+		badCase{name: "pty/unknown delete", method: "DELETE", path: "/pty/pty_doesnotexist", status: 404, msgHas: "PtyNotFoundError"},
+		badCase{name: "pty/unknown connect", method: "GET", path: "/pty/pty_doesnotexist/connect", status: 404, msgHas: "PtyNotFoundError"},
+		badCase{name: "pty/unknown connect-token", method: "POST", path: "/pty/pty_doesnotexist/connect-token", hdr: map[string]string{"x-opencode-ticket": "1"}, status: 404, msgHas: "PtyNotFoundError"},
+		badCase{name: "pty/connect-token without its header", method: "POST", path: "/pty/pty_doesnotexist/connect-token", status: 403, msgHas: "PtyForbiddenError"},
+		badCase{name: "pty/create malformed", method: "POST", path: "/pty", body: `{"command":`, status: 400, msgHas: "JSON"},
+		badCase{name: "pty/create empty body", method: "POST", path: "/pty", body: ``, status: 400, msgHas: "required"},
+		badCase{name: "pty/create command number", method: "POST", path: "/pty", body: `{"command":5}`, status: 400, field: "command"},
+		badCase{name: "pty/create args not an array", method: "POST", path: "/pty", body: `{"args":"x"}`, status: 400, field: "args"},
+		badCase{name: "pty/create env value number", method: "POST", path: "/pty", body: `{"env":{"A":1}}`, status: 400, field: "env"},
+		badCase{name: "pty/create command not found", method: "POST", path: "/pty", body: `{"command":"/no/such/shell"}`, status: 400, field: "command"},
+		badCase{name: "pty/create cwd missing", method: "POST", path: "/pty", body: `{"cwd":"/no/such/dir"}`, status: 400, field: "cwd"},
+		badCase{name: "pty/create env name with =", method: "POST", path: "/pty", body: `{"env":{"A=B":"x"}}`, status: 400, field: "env"},
+		badCase{name: "pty/create directory NUL", method: "POST", path: "/pty?directory=%00", body: `{}`, status: 400, field: "directory"},
+		badCase{name: "pty/update malformed", method: "PUT", path: "/pty/pty_doesnotexist", body: `{bad`, status: 400, msgHas: "JSON"},
+		badCase{name: "pty/update empty body", method: "PUT", path: "/pty/pty_doesnotexist", body: ``, status: 400, msgHas: "required"},
+		badCase{name: "pty/update rows 0", method: "PUT", path: "/pty/pty_doesnotexist", body: `{"size":{"rows":0,"cols":80}}`, status: 400, field: "size.rows"},
+		badCase{name: "pty/update cols negative", method: "PUT", path: "/pty/pty_doesnotexist", body: `{"size":{"rows":24,"cols":-1}}`, status: 400, field: "size.cols"},
+		badCase{name: "pty/update cols missing", method: "PUT", path: "/pty/pty_doesnotexist", body: `{"size":{"rows":24}}`, status: 400, field: "size.cols"},
+		badCase{name: "pty/update rows fraction", method: "PUT", path: "/pty/pty_doesnotexist", body: `{"size":{"rows":1.5,"cols":80}}`, status: 400, field: "size.rows"},
+		badCase{name: "pty/update rows string", method: "PUT", path: "/pty/pty_doesnotexist", body: `{"size":{"rows":"24","cols":80}}`, status: 400, field: "size.rows"},
+		badCase{name: "pty/update rows too many", method: "PUT", path: "/pty/pty_doesnotexist", body: `{"size":{"rows":65536,"cols":80}}`, status: 400, field: "size.rows"},
+		badCase{name: "pty/update size not an object", method: "PUT", path: "/pty/pty_doesnotexist", body: `{"size":[24,80]}`, status: 400, field: "size"},
+		badCase{name: "pty/update title number", method: "PUT", path: "/pty/pty_doesnotexist", body: `{"title":5}`, status: 400, field: "title"},
+		badCase{name: "pty/method PATCH", method: "PATCH", path: "/pty/pty_doesnotexist", body: `{}`, status: 405},
+		badCase{name: "pty/method POST connect", method: "POST", path: "/pty/pty_doesnotexist/connect", status: 405},
 	)
 
 	// Methods and routes.
