@@ -21,7 +21,7 @@ func wanted(e *opencode.Event) bool {
 	}
 	switch e.Type {
 	case opencode.EvTodoUpdated, opencode.EvSessionUpdated, opencode.EvPermissionAsked, opencode.EvPermissionReply,
-		opencode.EvSessionStatus:
+		opencode.EvSessionStatus, opencode.EvPartUpdated:
 		return true
 	}
 	return false
@@ -256,10 +256,13 @@ func (a *Agent) askPermission(at *attached, e *opencode.Event) {
 // diffs), texts ended by the replay (their live deltas are not sent
 // again), the title.
 type mapper struct {
-	calls   map[string]toolCall
-	ended   map[string]bool
-	title   string
-	lastSeq int64
+	calls map[string]toolCall
+	ended map[string]bool
+	// streamed is a running call's output sent so far as
+	// tool_call_content_chunk (by call ID).
+	streamed map[string]string
+	title    string
+	lastSeq  int64
 	// cost is the session's cost so far (usage_update reports the total);
 	// size its model's context window.
 	cost float64
@@ -282,7 +285,7 @@ type toolCall struct {
 }
 
 func newMapper(title string) *mapper {
-	return &mapper{calls: map[string]toolCall{}, ended: map[string]bool{}, title: title}
+	return &mapper{calls: map[string]toolCall{}, ended: map[string]bool{}, streamed: map[string]string{}, title: title}
 }
 
 func text(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
@@ -379,7 +382,13 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 			u["locations"] = loc
 		}
 		return []map[string]any{u}
+	case opencode.EvPartUpdated:
+		if replay {
+			return nil
+		}
+		return mp.progress(d)
 	case opencode.EvToolSuccess:
+		delete(mp.streamed, str("callID"))
 		c := mp.calls[str("callID")]
 		content := []map[string]any{}
 		if diff := diffOf(c); diff != nil {
@@ -395,6 +404,7 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 		}
 		return []map[string]any{u}
 	case opencode.EvToolFailed:
+		delete(mp.streamed, str("callID"))
 		msg := ""
 		if er, ok := d["error"].(map[string]any); ok {
 			msg, _ = er["message"].(string)
@@ -455,6 +465,39 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 		return []map[string]any{u}
 	}
 	return nil
+}
+
+// progress maps a running tool's part update (bash: its output so far, in
+// metadata.output) to a tool_call_content_chunk of the output not sent
+// yet. Output that no longer extends what was sent (cut where the
+// preview ends) is not streamed further: the completed call's update
+// replaces the whole content.
+func (mp *mapper) progress(d map[string]any) []map[string]any {
+	p, _ := d["part"].(map[string]any)
+	st, _ := p["state"].(map[string]any)
+	md, _ := st["metadata"].(map[string]any)
+	out, ok := md["output"].(string)
+	id, _ := p["callID"].(string)
+	if p["type"] != "tool" || st["status"] != "running" || !ok || id == "" {
+		return nil
+	}
+	if _, known := mp.calls[id]; !known {
+		return nil // its tool_call was not sent
+	}
+	sent, streaming := mp.streamed[id]
+	if streaming && sent == "\x00" {
+		return nil
+	}
+	if !strings.HasPrefix(out, sent) {
+		mp.streamed[id] = "\x00" // stopped
+		return nil
+	}
+	if len(out) == len(sent) {
+		return nil
+	}
+	mp.streamed[id] = out
+	return []map[string]any{{"sessionUpdate": "tool_call_content_chunk", "toolCallId": id,
+		"content": map[string]any{"type": "content", "content": text(out[len(sent):])}}}
 }
 
 // toolKind is the ACP kind of one of our tools.

@@ -90,6 +90,8 @@ func encodeUpdate(u map[string]any, v2 bool, options func() []map[string]any) ma
 		switch kind {
 		case "state_update":
 			return nil // v1 says it with the prompt's reply
+		case "tool_call_content_chunk":
+			return nil // v1 sends a tool's output whole when it ends
 		case "available_commands_update":
 			// v1: no input (as opencode acp lists commands).
 			cmds, _ := u["availableCommands"].([]map[string]any)
