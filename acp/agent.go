@@ -579,7 +579,8 @@ func (a *Agent) loadSession(ctx context.Context, params json.RawMessage, replay 
 
 func (a *Agent) listSessions(ctx context.Context, params json.RawMessage) (any, error) {
 	var p struct {
-		Cwd *string `json:"cwd"`
+		Cwd    *string `json:"cwd"`
+		Cursor *string `json:"cursor"`
 	}
 	if len(params) > 0 {
 		if err := json.Unmarshal(params, &p); err != nil {
@@ -590,15 +591,29 @@ func (a *Agent) listSessions(ctx context.Context, params json.RawMessage) (any, 
 	if err != nil {
 		return nil, coreError(err)
 	}
-	out := []map[string]any{}
+	var list []opencode.Session
 	for _, s := range all {
 		if p.Cwd != nil && *p.Cwd != "" && s.Directory != *p.Cwd {
 			continue
 		}
+		list = append(list, s)
+	}
+	var next string
+	if a.v2.Load() {
+		if list, next, err = page(list, p.Cursor); err != nil {
+			return nil, err
+		}
+	}
+	out := []map[string]any{}
+	for _, s := range list {
 		out = append(out, map[string]any{"sessionId": s.ID, "cwd": s.Directory, "title": s.Title,
 			"updatedAt": time.UnixMilli(s.Time.Updated).UTC().Format(time.RFC3339Nano)})
 	}
-	return map[string]any{"sessions": out}, nil
+	res := map[string]any{"sessions": out}
+	if next != "" {
+		res["nextCursor"] = next
+	}
+	return res, nil
 }
 
 // announceCommands sends the session's slash commands

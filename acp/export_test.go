@@ -34,3 +34,11 @@ func Askers() int {
 	}
 	return n
 }
+
+// SetPageSize sets how many sessions a v2 session/list page holds, until
+// the test ends.
+func SetPageSize(t interface{ Cleanup(func()) }, n int) {
+	old := pageSize
+	pageSize = n
+	t.Cleanup(func() { pageSize = old })
+}

@@ -12,10 +12,15 @@ package acp
 // command, so an answer can never contradict what the runner delivers.
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
 )
@@ -317,4 +322,45 @@ func (a *Agent) injectCoreError(err error, id string) error {
 		}
 	}
 	return coreError(err)
+}
+
+// pageSize is how many sessions one v2 session/list answer holds.
+var pageSize = 50
+
+// page is one page of a v2 session/list: the sessions, most recently
+// updated first (ties by ID), after the cursor's; next is the cursor of
+// the page after it, "" when there is none. The cursor is opaque to the
+// client: base64url of the last listed session's update time and ID, so
+// a page starts after that session wherever it is, and sessions created
+// or deleted while a client pages neither repeat nor shift the others (a
+// session updated meanwhile moves to the first page).
+func page(list []opencode.Session, cursor *string) (_ []opencode.Session, next string, _ error) {
+	after := func(s opencode.Session, upd int64, id string) bool {
+		return s.Time.Updated < upd || s.Time.Updated == upd && s.ID > id
+	}
+	slices.SortStableFunc(list, func(x, y opencode.Session) int {
+		if c := cmp.Compare(y.Time.Updated, x.Time.Updated); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	if cursor != nil && *cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(*cursor)
+		ts, id, ok := strings.Cut(string(b), ":")
+		upd, perr := strconv.ParseInt(ts, 10, 64)
+		if err != nil || !ok || perr != nil || id == "" {
+			return nil, "", invalid("invalid params: cursor is not one of session/list's")
+		}
+		i := slices.IndexFunc(list, func(s opencode.Session) bool { return after(s, upd, id) })
+		if i < 0 {
+			i = len(list)
+		}
+		list = list[i:]
+	}
+	if len(list) <= pageSize {
+		return list, "", nil
+	}
+	last := list[pageSize-1]
+	next = base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(last.Time.Updated, 10) + ":" + last.ID))
+	return list[:pageSize], next, nil
 }
