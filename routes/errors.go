@@ -9,6 +9,7 @@ import (
 
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/store"
+	"github.com/opencode-server/opencode-server/vcs"
 )
 
 // family is the error vocabulary of a route: v1 routes answer
@@ -61,7 +62,8 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 	var oe *opencode.Error
 	if !errors.As(err, &oe) {
 		oe = &opencode.Error{Code: opencode.EInternal, Cause: err}
-		if store.Unavailable(err) {
+		var se *vcs.SaveError
+		if store.Unavailable(err) || errors.As(err, &se) {
 			// A store that cannot be reached is not our bug: 503, retry.
 			oe = &opencode.Error{Code: opencode.EUnavailable, Cause: err,
 				Message: "The store cannot be reached or written now; retry the request"}

@@ -22,7 +22,7 @@ import (
 // worktree routes).
 type projects struct {
 	roots sync.Map
-	reg   vcs.Projects
+	reg   *vcs.Projects
 }
 
 func (p *projects) of(dir string) string {
@@ -133,7 +133,10 @@ func (s *Server) patchProject(w http.ResponseWriter, r *http.Request) error {
 			return s.gitError(r, err)
 		}
 	}
-	p, ok := s.projects.reg.Update(id, u)
+	p, ok, err := s.projects.reg.Update(id, u)
+	if err != nil {
+		return err
+	}
 	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]any{"_tag": "ProjectNotFoundError", "projectID": id,
 			"message": "Project not found: " + id})

@@ -184,7 +184,9 @@ func (s *Server) createCopy(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return s.copyFailed(w, r, unavailable(target))
 	}
-	if s.projects.reg.SetDirectory(projectID, made, copyStrategy) {
+	if changed, err := s.projects.reg.SetDirectory(projectID, made, copyStrategy); err != nil {
+		return err
+	} else if changed {
 		s.publishLive("project.directories.updated", s.directory(r), map[string]string{"projectID": projectID})
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"directory": made})
@@ -242,7 +244,9 @@ func (s *Server) removeCopy(w http.ResponseWriter, r *http.Request) error {
 		return s.copyFailed(w, r, err)
 	}
 	s.projects.reg.Forget(dir)
-	if s.projects.reg.RemoveDirectory(projectID, dir) {
+	if changed, err := s.projects.reg.RemoveDirectory(projectID, dir); err != nil {
+		return err
+	} else if changed {
 		s.publishLive("project.directories.updated", s.directory(r), map[string]string{"projectID": projectID})
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -295,14 +299,18 @@ func (s *Server) refreshCopies(ctx context.Context, projectID, dir string) error
 	}
 	changed := false
 	for _, f := range list {
-		if s.projects.reg.SetDirectory(projectID, f.dir, f.strategy) {
-			changed = true
+		c, err := s.projects.reg.SetDirectory(projectID, f.dir, f.strategy)
+		if err != nil {
+			return err
 		}
+		changed = changed || c
 	}
 	for _, g := range gone {
-		if s.projects.reg.RemoveDirectory(projectID, g) {
-			changed = true
+		c, err := s.projects.reg.RemoveDirectory(projectID, g)
+		if err != nil {
+			return err
 		}
+		changed = changed || c
 	}
 	if changed {
 		s.publishLive("project.directories.updated", dir, map[string]string{"projectID": projectID})

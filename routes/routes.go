@@ -24,6 +24,7 @@ import (
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/pty"
+	"github.com/opencode-server/opencode-server/vcs"
 )
 
 // Config wires the routes.
@@ -77,6 +78,9 @@ type Config struct {
 	// Publish puts a live event no session owns (the /tui routes') on the
 	// bus /event serves, on every instance; nil: those events go nowhere.
 	Publish func(*opencode.Event)
+	// Projects is the project registry (vcs.LoadProjects, saved under
+	// the data directory); nil: one in memory.
+	Projects *vcs.Projects
 	// Web answers the GETs no API route claims: the web app (NewWebProxy,
 	// NewWebDir); nil: they are 404s like any unknown route.
 	Web http.Handler
@@ -116,7 +120,11 @@ func New(cfg Config) http.Handler {
 	if cfg.IDs == nil {
 		cfg.IDs = identifier.Default()
 	}
+	if cfg.Projects == nil {
+		cfg.Projects = &vcs.Projects{}
+	}
 	s := &Server{cfg: cfg, m: cfg.Manager, ids: cfg.IDs, log: cfg.Logger, streams: newStreamLimiter(cfg.MaxStreams)}
+	s.projects.reg = cfg.Projects
 	r := chi.NewRouter()
 	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, checkDirectory, s.routeWorkspace, s.forward)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

@@ -302,7 +302,9 @@ func (s *Server) createWorkspace(w http.ResponseWriter, r *http.Request) error {
 	if err := vcs.CreateWorkspaceWorktree(ctx, ident, wt); err != nil {
 		return s.workspaceCreateFailed(w, r, err)
 	}
-	s.projects.reg.AddSandbox(p.ID, wt.Directory)
+	if err := s.projects.reg.AddSandbox(p.ID, wt.Directory); err != nil {
+		return err
+	}
 	if _, _, err := s.projects.reg.Open(ctx, wt.Directory); err != nil {
 		return s.gitError(r, err)
 	}

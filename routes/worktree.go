@@ -46,11 +46,15 @@ func (s *Server) createWorktree(w http.ResponseWriter, r *http.Request) error {
 		name = *body.Name
 	}
 	wt, err := vcs.CreateWorktree(r.Context(), id, name)
+	var saveErr error
 	if wt.Directory != "" {
-		s.projects.reg.AddSandbox(p.ID, wt.Directory)
+		saveErr = s.projects.reg.AddSandbox(p.ID, wt.Directory)
 	}
 	if err != nil {
 		return s.worktreeError(w, r, err)
+	}
+	if saveErr != nil {
+		return saveErr
 	}
 	// As OpenCode starts an instance in it: the worktree is one of the
 	// project's directories from now on.
@@ -135,8 +139,10 @@ func (s *Server) removeWorktree(w http.ResponseWriter, r *http.Request) error {
 	if err := vcs.RemoveWorktree(r.Context(), id, dir); err != nil {
 		return s.worktreeError(w, r, err)
 	}
-	s.projects.reg.RemoveSandbox(p.ID, dir)
 	s.projects.reg.Forget(dir)
+	if err := s.projects.reg.RemoveSandbox(p.ID, dir); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, true)
 	return nil
 }

@@ -1,6 +1,9 @@
 package vcs
 
-import "path/filepath"
+import (
+	"path/filepath"
+	"slices"
+)
 
 // The project directories a project copy records (OpenCode's
 // ProjectDirectories): each directory of a project with the copy strategy
@@ -9,23 +12,32 @@ import "path/filepath"
 // SetDirectory records dir as one of the project's directories made by
 // strategy ("" a root), replacing the strategy it had (OpenCode's create
 // with behavior "replace"); false when nothing changed or there is no
-// such project. A new one is the most recent.
-func (ps *Projects) SetDirectory(projectID, dir, strategy string) bool {
+// such project. A new one is the most recent. A *SaveError (and no
+// change) when it cannot be saved.
+func (ps *Projects) SetDirectory(projectID, dir, strategy string) (bool, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	r, i := ps.dirIndex(projectID, dir)
-	switch {
-	case r == nil:
-		return false
-	case i < 0:
-		ps.seq++
-		r.dirs = append(r.dirs, dirEntry{dir: filepath.Clean(dir), seq: ps.seq, strategy: strategy})
-	case r.dirs[i].strategy == strategy:
-		return false
-	default:
-		r.dirs[i].strategy = strategy
+	changed := false
+	err := ps.change(func() bool {
+		r, i := ps.dirIndex(projectID, dir)
+		switch {
+		case r == nil:
+			return false
+		case i < 0:
+			ps.seq++
+			r.dirs = append(r.dirs, dirEntry{dir: filepath.Clean(dir), seq: ps.seq, strategy: strategy})
+		case r.dirs[i].strategy == strategy:
+			return false
+		default:
+			r.dirs[i].strategy = strategy
+		}
+		changed = true
+		return true
+	})
+	if err != nil {
+		return false, err
 	}
-	return true
+	return changed, nil
 }
 
 // dirIndex is the project's row and the index of dir among its
@@ -46,16 +58,24 @@ func (ps *Projects) dirIndex(projectID, dir string) (*row, int) {
 }
 
 // RemoveDirectory forgets one of the project's directories; false when it
-// had none such.
-func (ps *Projects) RemoveDirectory(projectID, dir string) bool {
+// had none such; a *SaveError (and no change) when it cannot be saved.
+func (ps *Projects) RemoveDirectory(projectID, dir string) (bool, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	r, i := ps.dirIndex(projectID, dir)
-	if i < 0 {
-		return false
+	changed := false
+	err := ps.change(func() bool {
+		r, i := ps.dirIndex(projectID, dir)
+		if i < 0 {
+			return false
+		}
+		r.dirs = slices.Delete(r.dirs, i, i+1)
+		changed = true
+		return true
+	})
+	if err != nil {
+		return false, err
 	}
-	r.dirs = append(r.dirs[:i], r.dirs[i+1:]...)
-	return true
+	return changed, nil
 }
 
 // DirectoryOf is one of the project's directories; false when dir is not

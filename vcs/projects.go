@@ -59,9 +59,13 @@ type Directory struct {
 // Projects is every project this server has seen, as OpenCode's project
 // table holds them: a directory a request addresses is looked up once
 // (as OpenCode starts one instance per directory) and its project
-// recorded or refreshed. It lives in memory: a git project's worktrees
-// under WorktreeRoot are found again from git when it is first seen.
+// recorded or refreshed. A git project's worktrees under WorktreeRoot
+// are found again from git when it is first seen.
 type Projects struct {
+	// Path, when set, is the file the registry is saved to after every
+	// change (LoadProjects reads it at start); a change that cannot be
+	// saved is undone and answered with a *SaveError.
+	Path string
 	// Now is the clock (time.Now when nil); Notify, when set, is told of
 	// every project recorded or changed (project.updated), outside the
 	// lock.
@@ -157,7 +161,10 @@ func (ps *Projects) Open(ctx context.Context, dir string) (Project, Identity, er
 	if id.Git && id.ID != Global && !ps.known(id.ID) {
 		found = ps.ownWorktrees(ctx, id)
 	}
-	p := ps.record(id, found)
+	p, err := ps.record(id, found)
+	if err != nil {
+		return Project{}, id, err
+	}
 	ps.mu.Lock()
 	ps.seen[dir] = id
 	ps.mu.Unlock()
@@ -203,10 +210,18 @@ func (ps *Projects) ownWorktrees(ctx context.Context, id Identity) []string {
 // the project is created or refreshed (worktree, vcs, updated), a linked
 // worktree's directory becomes one of its sandboxes, sandboxes that no
 // longer exist are dropped, and the directory is one of its directories.
-func (ps *Projects) record(id Identity, found []string) Project {
+func (ps *Projects) record(id Identity, found []string) (Project, error) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	ps.init()
+	var p Project
+	err := ps.change(func() bool {
+		p = ps.recordLocked(id, found)
+		return true
+	})
+	return p, err
+}
+
+func (ps *Projects) recordLocked(id Identity, found []string) Project {
 	now := ps.now()
 	vcs := ""
 	if id.Git {
@@ -288,14 +303,27 @@ func (ps *Projects) Get(id string) (Project, bool) {
 }
 
 // Update changes a project's name, icon or commands; false when there is
-// no such project.
-func (ps *Projects) Update(id string, u Update) (Project, bool) {
+// no such project, a *SaveError (and no change) when it cannot be saved.
+func (ps *Projects) Update(id string, u Update) (Project, bool, error) {
 	ps.mu.Lock()
-	r, ok := ps.rows[id]
-	if !ok {
+	if _, ok := ps.rows[id]; !ok {
 		ps.mu.Unlock()
-		return Project{}, false
+		return Project{}, false, nil
 	}
+	var p Project
+	if err := ps.change(func() bool {
+		p = ps.updateLocked(ps.rows[id], u)
+		return true
+	}); err != nil {
+		ps.mu.Unlock()
+		return Project{}, true, err
+	}
+	ps.mu.Unlock()
+	ps.notify(p)
+	return p, true, nil
+}
+
+func (ps *Projects) updateLocked(r *row, u Update) Project {
 	if u.Name != nil {
 		r.p.Name = ptr(*u.Name)
 	}
@@ -320,43 +348,56 @@ func (ps *Projects) Update(id string, u Update) (Project, bool) {
 		r.p.Commands = &c
 	}
 	r.p.Time.Updated = ps.now()
-	p := copyOf(r.p)
-	ps.mu.Unlock()
-	ps.notify(p)
-	return p, true
+	return copyOf(r.p)
 }
 
 func empty(s *string) bool { return s == nil || *s == "" }
 
 // AddSandbox makes dir one of the project's sandboxes (a worktree made
-// for it).
-func (ps *Projects) AddSandbox(id, dir string) {
+// for it); a *SaveError (and no change) when it cannot be saved.
+func (ps *Projects) AddSandbox(id, dir string) error {
 	ps.mu.Lock()
 	r, ok := ps.rows[id]
 	if !ok || slices.Contains(r.p.Sandboxes, dir) {
 		ps.mu.Unlock()
-		return
+		return nil
 	}
-	r.p.Sandboxes = append(r.p.Sandboxes, dir)
-	r.p.Time.Updated = ps.now()
-	p := copyOf(r.p)
+	var p Project
+	err := ps.change(func() bool {
+		r := ps.rows[id]
+		r.p.Sandboxes = append(r.p.Sandboxes, dir)
+		r.p.Time.Updated = ps.now()
+		p = copyOf(r.p)
+		return true
+	})
 	ps.mu.Unlock()
-	ps.notify(p)
+	if err == nil {
+		ps.notify(p)
+	}
+	return err
 }
 
-// RemoveSandbox forgets one of the project's sandboxes.
-func (ps *Projects) RemoveSandbox(id, dir string) {
+// RemoveSandbox forgets one of the project's sandboxes; a *SaveError
+// (and no change) when it cannot be saved.
+func (ps *Projects) RemoveSandbox(id, dir string) error {
 	ps.mu.Lock()
-	r, ok := ps.rows[id]
-	if !ok {
+	if _, ok := ps.rows[id]; !ok {
 		ps.mu.Unlock()
-		return
+		return nil
 	}
-	r.p.Sandboxes = slices.DeleteFunc(r.p.Sandboxes, func(s string) bool { return s == dir })
-	r.p.Time.Updated = ps.now()
-	p := copyOf(r.p)
+	var p Project
+	err := ps.change(func() bool {
+		r := ps.rows[id]
+		r.p.Sandboxes = slices.DeleteFunc(r.p.Sandboxes, func(s string) bool { return s == dir })
+		r.p.Time.Updated = ps.now()
+		p = copyOf(r.p)
+		return true
+	})
 	ps.mu.Unlock()
-	ps.notify(p)
+	if err == nil {
+		ps.notify(p)
+	}
+	return err
 }
 
 // Sandboxes are the project's sandboxes that are directories now.

@@ -127,10 +127,10 @@ func TestProjectsMigrateAndUpdate(t *testing.T) {
 		t.Fatalf("Open: %+v %v", p, err)
 	}
 	name := "Demo"
-	if _, ok := ps.Update(p.ID, Update{Name: &name}); !ok {
+	if _, ok, err := ps.Update(p.ID, Update{Name: &name}); !ok || err != nil {
 		t.Fatal("Update: not found")
 	}
-	if _, ok := ps.Update("nosuch", Update{Name: &name}); ok {
+	if _, ok, _ := ps.Update("nosuch", Update{Name: &name}); ok {
 		t.Fatal("Update of an unknown project")
 	}
 	// A remote added later: the project moves to its new ID with its name.
@@ -147,7 +147,7 @@ func TestProjectsMigrateAndUpdate(t *testing.T) {
 		t.Errorf("notified %v, want open, update, open", notified)
 	}
 	empty := ""
-	p2, _ := ps.Update(q.ID, Update{Icon: &Icon{Color: &empty}})
+	p2, _, _ := ps.Update(q.ID, Update{Icon: &Icon{Color: &empty}})
 	if p2.Icon != nil {
 		t.Errorf("an icon of empty parts is answered: %+v", p2.Icon)
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/opencode-server/opencode-server/api"
@@ -25,6 +26,7 @@ import (
 	"github.com/opencode-server/opencode-server/snapshot"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/tool"
+	"github.com/opencode-server/opencode-server/vcs"
 )
 
 // The routes ask the lifecycle core through routes.Core, which does not
@@ -155,6 +157,14 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The project registry is saved under the data directory (OpenCode
+	// keeps it in its database); without one it lives in memory.
+	projects := &vcs.Projects{}
+	if o.DataDir != "" {
+		if projects, err = vcs.LoadProjects(filepath.Join(o.DataDir, vcs.ProjectsFile)); err != nil {
+			return nil, err
+		}
+	}
 	defClient, _ := mods.resolve(defProvider, defModel)
 	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: defClient,
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
@@ -182,7 +192,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Password: o.Password, Catalog: cat, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
 		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, References: o.Config.References, MCP: servers, ForwardWindow: o.ForwardWindow,
 		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive,
-		Workspaces: routes.ExperimentalFlag(o.Getenv, "OPENCODE_EXPERIMENTAL_WORKSPACES"), Web: web})
+		Workspaces: routes.ExperimentalFlag(o.Getenv, "OPENCODE_EXPERIMENTAL_WORKSPACES"), Web: web,
+		Projects: projects})
 	a.web = web
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
 	started = true
