@@ -150,8 +150,9 @@ func state(s string) map[string]any {
 	return map[string]any{"sessionUpdate": "state_update", "state": s}
 }
 
-// promptV2 admits a prompt as a queued input and answers {} once the
-// admission is durable; its user_message follows, when it is delivered.
+// promptV2 admits a prompt as a queued input and answers once the
+// admission is durable (with the message ID it was admitted under); its
+// user_message follows, when it is delivered.
 func (a *Agent) promptV2(ctx context.Context, params json.RawMessage) (any, error) {
 	var p promptParams
 	if err := decode(params, &p); err != nil {
@@ -163,7 +164,10 @@ func (a *Agent) promptV2(ctx context.Context, params json.RawMessage) (any, erro
 		return nil, err
 	}
 	in.Agent, in.Parts = a.slash(ctx, p.SessionID, in.Parts)
-	return a.admitV2(ctx, at, in, false, map[string]any{"_meta": map[string]any{"messageId": in.ID}})
+	// The draft the SDK's v2 client speaks (@agentclientprotocol/sdk
+	// 2.4.0) requires messageId in the answer; alpha.3 leaves it to _meta:
+	// both are sent.
+	return a.admitV2(ctx, at, in, false, map[string]any{"messageId": in.ID, "_meta": map[string]any{"messageId": in.ID}})
 }
 
 // admitV2 admits in and answers res before any update of the session

@@ -131,32 +131,7 @@ func (e acpExit) ok() bool { return e.Code != nil && *e.Code == 0 && e.Signal ==
 // session/load with the same message IDs, before its reply.
 func TestACP(t *testing.T) {
 	t.Parallel()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node not found in PATH (Node 20.6 or later runs e2e/acp/client.mjs)")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		missing(t, "npm not found in PATH (it installs e2e/acp/node_modules)")
-	}
-	if v, ok := nodeVersion(node); !ok {
-		missing(t, "%s --version = %q: Node 20.6 or later is needed", node, v)
-	}
-	dir, err := filepath.Abs(acpDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := acpPinned(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stale := acpStale(dir, want); stale != "" {
-		t.Logf("e2e/acp: %s; running npm ci", stale)
-		sdkRun(t, 5*time.Minute, dir, nil, npm, "ci", "--no-audit", "--no-fund")
-		if stale := acpStale(dir, want); stale != "" {
-			t.Fatalf("e2e/acp: after npm ci: %s", stale)
-		}
-	}
+	node, dir, want := acpNode(t)
 	bin, _ := binaries(t)
 
 	project, data, home := t.TempDir(), t.TempDir(), t.TempDir()
@@ -164,14 +139,7 @@ func TestACP(t *testing.T) {
 	args, _ := json.Marshal([]string{"acp", "--hostname", "127.0.0.1", "--port", "0", "--store", "sqlite",
 		"--data", data, "--directory", project, "--log-level", "warn",
 		"--scripted-chunks", fmt.Sprint(acpScriptedChunks), "--scripted-delay", "40ms"})
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "OPENCODE_SERVER_") && !strings.HasPrefix(kv, "HOME=") &&
-			!strings.HasPrefix(kv, "XDG_") && !strings.HasPrefix(kv, "ACP_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env, "HOME="+home, "ACP_SERVER="+bin, "ACP_ARGS="+string(args), "ACP_CWD="+project, "ACP_TRACE="+trace)
+	env := acpEnv(home, bin, args, project, trace)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -181,7 +149,7 @@ func TestACP(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("node client.mjs (@agentclientprotocol/sdk %s): %v", want, time.Since(start).Round(time.Millisecond))
 	frames := func() string {
 		raw, _ := os.ReadFile(trace)
@@ -206,6 +174,51 @@ func TestACP(t *testing.T) {
 		}
 	}()
 	checkACP(t, r, want)
+}
+
+// acpNode finds Node and npm (skipping without them) and makes
+// e2e/acp/node_modules hold what package-lock.json pins (npm ci): the
+// project's directory and the pinned SDK version.
+func acpNode(t *testing.T) (node, dir, want string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing(t, "node not found in PATH (Node 20.6 or later runs e2e/acp/client.mjs)")
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		missing(t, "npm not found in PATH (it installs e2e/acp/node_modules)")
+	}
+	if v, ok := nodeVersion(node); !ok {
+		missing(t, "%s --version = %q: Node 20.6 or later is needed", node, v)
+	}
+	if dir, err = filepath.Abs(acpDir); err != nil {
+		t.Fatal(err)
+	}
+	if want, err = acpPinned(dir); err != nil {
+		t.Fatal(err)
+	}
+	if stale := acpStale(dir, want); stale != "" {
+		t.Logf("e2e/acp: %s; running npm ci", stale)
+		sdkRun(t, 5*time.Minute, dir, nil, npm, "ci", "--no-audit", "--no-fund")
+		if stale := acpStale(dir, want); stale != "" {
+			t.Fatalf("e2e/acp: after npm ci: %s", stale)
+		}
+	}
+	return node, dir, want
+}
+
+// acpEnv is the environment of a client script: ours less the server's,
+// HOME's, XDG's and ACP's variables, and the script's ACP_ ones.
+func acpEnv(home, bin string, args []byte, project, trace string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OPENCODE_SERVER_") && !strings.HasPrefix(kv, "HOME=") &&
+			!strings.HasPrefix(kv, "XDG_") && !strings.HasPrefix(kv, "ACP_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "HOME="+home, "ACP_SERVER="+bin, "ACP_ARGS="+string(args), "ACP_CWD="+project, "ACP_TRACE="+trace)
 }
 
 // checkACP asserts what the issue requires of the report.

@@ -19,24 +19,10 @@
 // say is for the Go test to judge.
 
 import { spawn } from "node:child_process";
-import { appendFileSync, readFileSync } from "node:fs";
+import { appendFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
-
-const env = (k) => {
-  const v = process.env[k];
-  if (!v) throw new Error(`${k} is not set`);
-  return v;
-};
-const SERVER = env("ACP_SERVER");
-const ARGS = JSON.parse(env("ACP_ARGS"));
-const CWD = env("ACP_CWD");
-const TRACE = process.env.ACP_TRACE || "";
-const TIMEOUT = 20_000; // one request or one wait
-
-const sdkVersion = JSON.parse(
-  readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url), "utf8"),
-).version;
+import { ARGS, CWD, SERVER, TIMEOUT, TRACE, sdkVersion, within } from "./common.mjs";
 
 const t0 = Date.now();
 function trace(run, dir, msg) {
@@ -53,16 +39,6 @@ console.error = (...args) => {
 };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function within(what, p, ms = TIMEOUT) {
-  let timer;
-  return Promise.race([
-    p,
-    new Promise((_, rej) => {
-      timer = setTimeout(() => rej(new Error(`timed out after ${ms} ms: ${what}`)), ms);
-    }),
-  ]).finally(() => clearTimeout(timer));
-}
 
 async function until(what, fn, ms = TIMEOUT) {
   const deadline = Date.now() + ms;
