@@ -58,6 +58,9 @@ type Config struct {
 	// call asks for at most that many tokens, capped as OpenCode caps it).
 	// nil: no model is known.
 	Catalog *catalog.Live
+	// ProjectOf is the ID of the project a directory belongs to, as
+	// OpenCode identifies it (vcs); nil or "": "global".
+	ProjectOf func(ctx context.Context, dir string) string
 	// Directory is the default working directory of new sessions.
 	Directory string
 	// Snapshots records project files at each step (revert, step
@@ -555,7 +558,13 @@ func (m *Manager) CreateSession(ctx context.Context, opts opencode.SessionOption
 	if title == "" {
 		title = defaultTitlePrefix + time.UnixMilli(now).UTC().Format("2006-01-02T15:04:05.000Z")
 	}
-	s = opencode.Session{ID: opts.ID, Slug: slug(opts.ID), ProjectID: "global", WorkspaceID: opts.WorkspaceID, Directory: dir,
+	project := "global" // every directory outside git, as in OpenCode
+	if m.cfg.ProjectOf != nil {
+		if id := m.cfg.ProjectOf(ctx, dir); id != "" {
+			project = id
+		}
+	}
+	s = opencode.Session{ID: opts.ID, Slug: slug(opts.ID), ProjectID: project, WorkspaceID: opts.WorkspaceID, Directory: dir,
 		Path: strings.TrimPrefix(dir, "/"), ParentID: opts.ParentID, Title: title, Agent: opts.Agent, Model: opts.Model,
 		Version: opencode.Version, Permission: opts.Permission, Metadata: opts.Metadata,
 		Time: opencode.SessionTime{Created: now, Updated: now}}

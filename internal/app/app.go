@@ -182,7 +182,16 @@ func New(ctx context.Context, o Options) (*App, error) {
 		NoClaude: noClaude, NoProject: os.Getenv("OPENCODE_DISABLE_PROJECT_CONFIG") != "",
 		Tools: o.Tools, Rules: rules,
 		Resolve: mods.resolve,
-		Catalog: cat})
+		Catalog: cat,
+		// The identity alone: creating a session records no project (the
+		// project routes do, as OpenCode's do when a directory is opened).
+		ProjectOf: func(ctx context.Context, dir string) string {
+			id, err := vcs.Resolve(ctx, dir)
+			if err != nil {
+				return ""
+			}
+			return id.ID
+		}})
 	if err := a.Manager.Resume(ctx); err != nil {
 		a.Manager.Close()
 		return nil, err
