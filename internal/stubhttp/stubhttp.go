@@ -1,5 +1,5 @@
 // Package stubhttp is the HTTP part the model API stubs share
-// (anthropicstub, responsesstub, geministub): a loopback listener, a
+// (stubmodel, anthropicstub, responsesstub, geministub): a loopback listener, a
 // clean close that waits for running handlers, and the record of every
 // request (bodies, headers, paths; title requests apart) tests read.
 package stubhttp
@@ -125,6 +125,10 @@ func (b *Base) Record(r *http.Request, body []byte) int {
 	b.mu.Unlock()
 	return n
 }
+
+// Tally counts a request without keeping it (a stub that records
+// nothing, for long runs) and returns its number (from 1).
+func (b *Base) Tally() int { return int(b.n.Add(1)) }
 
 // RecordTitle keeps a title request.
 func (b *Base) RecordTitle(body []byte) {

@@ -18,15 +18,17 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // sse writes chat.completion.chunk events. With a delay it pauses before
 // every piece and flushes after it; without one it batches writes.
 type sse struct {
-	s      *Server
-	w      http.ResponseWriter
-	rc     *http.ResponseController
-	ctx    context.Context
-	buf    []byte
-	prefix []byte // `data: {"id":...,"choices":[`
-	delay  time.Duration
-	timer  *time.Timer
-	failed bool
+	s *Server
+	// closing is the server's Closing, read once per reply.
+	closing <-chan struct{}
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	ctx     context.Context
+	buf     []byte
+	prefix  []byte // `data: {"id":...,"choices":[`
+	delay   time.Duration
+	timer   *time.Timer
+	failed  bool
 	// aborted: the server is closing; the reply is cut off uncleanly so the
 	// client sees a broken stream rather than a clean end.
 	aborted bool
@@ -41,7 +43,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, resp *Response, 
 
 	bp := bufPool.Get().(*[]byte)
 	pp := bufPool.Get().(*[]byte)
-	e := &sse{s: s, w: w, rc: http.NewResponseController(w), ctx: r.Context(), buf: (*bp)[:0], delay: delay}
+	e := &sse{s: s, closing: s.Closing(), w: w, rc: http.NewResponseController(w), ctx: r.Context(), buf: (*bp)[:0], delay: delay}
 	p := append((*pp)[:0], `data: {"id":"chatcmpl-stub-`...)
 	p = strconv.AppendInt(p, int64(n), 10)
 	p = append(p, `","object":"chat.completion.chunk","created":`...)
@@ -199,7 +201,7 @@ func (e *sse) wait() bool {
 	case <-e.ctx.Done():
 		e.fail()
 		return false
-	case <-e.s.closing:
+	case <-e.closing:
 		e.failed, e.aborted = true, true
 		return false
 	}
@@ -237,9 +239,9 @@ func (e *sse) flush() bool {
 func (e *sse) fail() {
 	e.failed = true
 	select {
-	case <-e.s.closing:
+	case <-e.closing:
 		e.aborted = true
 	default:
-		e.s.canceled.Add(1)
+		e.s.AddCanceled()
 	}
 }

@@ -10,17 +10,16 @@ package stubmodel
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/internal/stubhttp"
 )
 
 // ModelID is the model GET /v1/models lists unless WithModels says otherwise.
@@ -286,19 +285,8 @@ type Server struct {
 	models   []string
 	norecord bool
 
-	mu       sync.Mutex
-	bodies   []json.RawMessage
-	titles   []json.RawMessage
-	headers  []http.Header
-	closed   bool
-	url      string
-	srv      *http.Server
-	serveErr chan error
-	closing  chan struct{}
-	handlers sync.WaitGroup
-
-	n        atomic.Int64
-	canceled atomic.Int64
+	// The listener, the clean close and the request record.
+	stubhttp.Base
 }
 
 // New returns a server answering with script (Echo if nil). Call Start.
@@ -306,7 +294,7 @@ func New(script Script, opts ...Option) *Server {
 	if script == nil {
 		script = Echo
 	}
-	s := &Server{script: script, chunks: 4, models: []string{ModelID}, closing: make(chan struct{})}
+	s := &Server{script: script, chunks: 4, models: []string{ModelID}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -335,94 +323,14 @@ func NewServer(t TB, script Script, opts ...Option) *Server {
 // Start listens on addr (default "127.0.0.1:0") and serves in the
 // background. It returns the base URL clients use, ending in /v1.
 func (s *Server) Start(addr string) (string, error) {
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.srv != nil || s.closed {
-		return "", errors.New("stubmodel: already started")
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
-	mux.HandleFunc("POST /chat/completions", s.handleChat)
-	mux.HandleFunc("GET /v1/models", s.handleModels)
-	mux.HandleFunc("GET /models", s.handleModels)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.url = "http://" + ln.Addr().String() + "/v1"
-	s.serveErr = make(chan error, 1)
-	go func() { s.serveErr <- s.srv.Serve(ln) }()
-	return s.url, nil
-}
-
-// URL is the base URL (http://127.0.0.1:port/v1), empty before Start.
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.url
-}
-
-// Close stops the server, drops open connections and waits for running
-// handlers to return. It is safe to call more than once.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	close(s.closing)
-	srv := s.srv
-	s.mu.Unlock()
-	if srv == nil {
-		return
-	}
-	_ = srv.Close()
-	<-s.serveErr
-	s.handlers.Wait()
-}
-
-// Requests returns the bodies of the chat requests received so far.
-func (s *Server) Requests() []json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]json.RawMessage(nil), s.bodies...)
-}
-
-// Headers returns the HTTP headers of the chat requests received so far,
-// in the same order as Requests.
-func (s *Server) Headers() []http.Header {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]http.Header(nil), s.headers...)
-}
-
-// Titles returns the title requests received, apart from Requests.
-func (s *Server) Titles() []json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]json.RawMessage(nil), s.titles...)
-}
-
-// Count is the number of chat requests received.
-func (s *Server) Count() int { return int(s.n.Load()) }
-
-// Canceled is the number of streamed replies the client abandoned (its
-// request context ended or a write failed) before the reply was complete.
-func (s *Server) Canceled() int { return int(s.canceled.Load()) }
-
-func (s *Server) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.handlers.Add(1)
-	return true
+	return s.Serve(addr, "/v1", []string{"POST /v1/chat/completions", "POST /chat/completions", "GET /v1/models", "GET /models"},
+		func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet {
+				s.handleModels(w, r)
+				return
+			}
+			s.handleChat(w, r)
+		})
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
@@ -444,11 +352,11 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	if !s.enter() {
+	if !s.Enter() {
 		writeError(w, http.StatusServiceUnavailable, "stub model is shutting down", nil)
 		return
 	}
-	defer s.handlers.Done()
+	defer s.Done()
 
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	if err != nil {
@@ -465,17 +373,14 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		// A session's title request is answered on the side, as the
 		// reference mock answers it, so a script's sequence and the
 		// recorded requests are the turns' model calls only.
-		s.mu.Lock()
-		s.titles = append(s.titles, json.RawMessage(body))
-		s.mu.Unlock()
+		s.RecordTitle(body)
 		resp = Response{Text: TitleOf(req.LastUserText())}
 	} else {
-		n := int(s.n.Add(1))
-		if !s.norecord {
-			s.mu.Lock()
-			s.bodies = append(s.bodies, json.RawMessage(body))
-			s.headers = append(s.headers, r.Header.Clone())
-			s.mu.Unlock()
+		var n int
+		if s.norecord {
+			n = s.Tally()
+		} else {
+			n = s.Record(r, body)
 		}
 		req.N, req.Header, req.Raw = n, r.Header, body
 		resp = s.script(req)
@@ -588,9 +493,9 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, resp *Response, n
 		select {
 		case <-t.C:
 		case <-r.Context().Done():
-			s.canceled.Add(1)
+			s.AddCanceled()
 			return
-		case <-s.closing:
+		case <-s.Closing():
 			panic(http.ErrAbortHandler)
 		}
 	}
