@@ -665,38 +665,6 @@ func badCases() []badCase {
 		badCase{name: "credential/rename no body", method: "PATCH", path: "/api/credential/cred_openai", body: "", status: 400, msgHas: "required"},
 		badCase{name: "credential/GET", method: "GET", path: "/api/credential/cred_openai", status: 405},
 	)
-	// Editing the conversation, the v2 asks and revert, listings, the log,
-	// the config, init and the cloud-only operations.
-	add(
-		badCase{name: "part/patch bad part id", method: "PATCH", path: "/session/{ses}/message/msg_1/part/abc", body: `{}`, status: 400, field: "partID"},
-		badCase{name: "part/patch bad message id", method: "PATCH", path: "/session/{ses}/message/abc/part/prt_1", body: `{}`, status: 400, field: "messageID"},
-		badCase{name: "part/patch ids not the path's", method: "PATCH", path: "/session/{ses}/message/msg_1/part/prt_1", body: `{"id":"prt_2","messageID":"msg_1","sessionID":"ses_x","type":"text","text":"x"}`, status: 400, msgHas: "must be the ones in the path"},
-		badCase{name: "part/patch malformed", method: "PATCH", path: "/session/{ses}/message/msg_1/part/prt_1", body: `{"id":`, status: 400, msgHas: "JSON"},
-		badCase{name: "part/delete bad part id", method: "DELETE", path: "/session/{ses}/message/msg_1/part/abc", status: 400, field: "partID"},
-		badCase{name: "message/delete bad id", method: "DELETE", path: "/session/{ses}/message/abc", status: 400, field: "messageID"},
-		badCase{name: "message/delete unknown session", method: "DELETE", path: "/session/" + nosuch + "/message/msg_1", status: 404, msgHas: nosuch},
-		badCase{name: "v2 ask/bad permission id", method: "GET", path: "/api/session/{ses}/permission/abc", status: 400, field: "requestID"},
-		badCase{name: "v2 ask/unknown permission", method: "POST", path: "/api/session/{ses}/permission/per_1/reply", body: `{"reply":"once"}`, status: 404, msgHas: "per_1"},
-		badCase{name: "v2 ask/bad question id", method: "POST", path: "/api/session/{ses}/question/abc/reply", body: `{"answers":[]}`, status: 400, field: "requestID"},
-		badCase{name: "v2 ask/unknown question", method: "POST", path: "/api/session/{ses}/question/que_1/reject", status: 404, msgHas: "que_1"},
-		badCase{name: "v2 ask/unknown session", method: "GET", path: "/api/session/" + nosuch + "/question", status: 404, msgHas: nosuch},
-		badCase{name: "v2 revert/stage without messageID", method: "POST", path: "/api/session/{ses}/revert/stage", body: `{}`, status: 400, field: "messageID"},
-		badCase{name: "v2 revert/stage bad messageID", method: "POST", path: "/api/session/{ses}/revert/stage", body: `{"messageID":"abc"}`, status: 400, field: "messageID"},
-		badCase{name: "v2 revert/stage unknown message", method: "POST", path: "/api/session/{ses}/revert/stage", body: `{"messageID":"msg_1"}`, status: 404, msgHas: "msg_1"},
-		badCase{name: "v2 compact/unknown session", method: "POST", path: "/api/session/" + nosuch + "/compact", status: 404, msgHas: nosuch},
-		badCase{name: "log/bad level", method: "POST", path: "/log", body: `{"service":"s","level":"loud","message":"m"}`, status: 400, field: "level"},
-		badCase{name: "log/no message", method: "POST", path: "/log", body: `{"service":"s","level":"info"}`, status: 400, field: "message"},
-		badCase{name: "tool/no model", method: "GET", path: "/experimental/tool?provider=p", status: 400, field: "model"},
-		badCase{name: "experimental session/bad limit", method: "GET", path: "/experimental/session?limit=-1", status: 400, field: "limit"},
-		badCase{name: "experimental session/bad archived", method: "GET", path: "/experimental/session?archived=yes", status: 400, field: "archived"},
-		badCase{name: "config/patch an array", method: "PATCH", path: "/config", body: `[]`, status: 400},
-		badCase{name: "init/missing messageID", method: "POST", path: "/session/{ses}/init", body: `{"providerID":"p","modelID":"m"}`, status: 400, field: "messageID"},
-		badCase{name: "init/unknown model", method: "POST", path: "/session/{ses}/init", body: `{"providerID":"p","modelID":"m","messageID":"msg_1"}`, status: 400, msgHas: "Model not found: p/m"},
-		badCase{name: "console/switch without accountID", method: "POST", path: "/experimental/console/switch", body: `{}`, status: 400, field: "accountID"},
-		badCase{name: "upgrade/without target", method: "POST", path: "/global/upgrade", body: `{}`, status: 400, field: "target"},
-		badCase{name: "oauth/callback without method", method: "POST", path: "/provider/p/oauth/callback", body: `{}`, status: 400, field: "method"},
-		badCase{name: "mcp auth/callback without code", method: "POST", path: "/mcp/x/auth/callback", body: `{}`, status: 400, field: "code"},
-	)
 	return cs
 }
 
