@@ -5,20 +5,21 @@ package app
 
 import (
 	"context"
-	"github.com/opencode-server/opencode-server/agent"
-	"github.com/opencode-server/opencode-server/mcp"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/api"
 	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/lifecycle"
+	"github.com/opencode-server/opencode-server/mcp"
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/pty"
@@ -165,6 +166,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 			return nil, err
 		}
 	}
+	var projectIDs sync.Map // dir -> a git project's ID (ProjectOf)
 	defClient, _ := mods.resolve(defProvider, defModel)
 	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: defClient,
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
@@ -185,10 +187,18 @@ func New(ctx context.Context, o Options) (*App, error) {
 		Catalog: cat,
 		// The identity alone: creating a session records no project (the
 		// project routes do, as OpenCode's do when a directory is opened).
+		// A git project's ID is kept per directory (resolving it runs git);
+		// one outside git is not, as a git init may make it a project.
 		ProjectOf: func(ctx context.Context, dir string) string {
+			if id, ok := projectIDs.Load(dir); ok {
+				return id.(string)
+			}
 			id, err := vcs.Resolve(ctx, dir)
 			if err != nil {
 				return ""
+			}
+			if id.Git {
+				projectIDs.Store(dir, id.ID)
 			}
 			return id.ID
 		}})
