@@ -118,7 +118,7 @@ func (s *Server) requireKeys(r *http.Request, v any, keys []string, present func
 	}
 	for i, ok := range present() {
 		if !ok {
-			return badRequest("Payload", keys[i], "Missing key\n  at [\""+keys[i]+"\"]")
+			return missingKey("Payload", keys[i])
 		}
 	}
 	return nil

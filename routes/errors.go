@@ -27,6 +27,12 @@ func badRequest(kind, field, msg string) *opencode.Error {
 	return &opencode.Error{Code: opencode.EInvalid, Message: msg, Field: field, Kind: kind}
 }
 
+// missingKey is OpenCode's 400 for a required key the request lacks, in
+// the real server's words.
+func missingKey(kind, field string) *opencode.Error {
+	return badRequest(kind, field, "Missing key\n  at [\""+field+"\"]")
+}
+
 // errorKind is how one error code goes out: its HTTP status, its name in
 // the v1 shape {name, data:{message}} and its tag in the v2 shape
 // {_tag, message, ...}.

@@ -79,7 +79,7 @@ func (s *Server) mountFiles(r chi.Router) {
 	r.Get("/api/fs/find", s.h(v2, func(w http.ResponseWriter, r *http.Request) error {
 		q := r.URL.Query()
 		if q.Get("query") == "" && !q.Has("query") {
-			return badRequest("Query", "query", "Missing key\n  at [\"query\"]")
+			return missingKey("Query", "query")
 		}
 		limit, err := pageLimit(r, 20)
 		if err != nil {

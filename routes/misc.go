@@ -18,7 +18,7 @@ func (s *Server) mountMisc(r chi.Router) {
 		q := r.URL.Query()
 		for _, k := range []string{"provider", "model"} {
 			if q.Get(k) == "" {
-				return badRequest("Query", k, "Missing key\n  at [\""+k+"\"]")
+				return missingKey("Query", k)
 			}
 		}
 		type toolInfo struct {

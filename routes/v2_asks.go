@@ -78,9 +78,9 @@ func (s *Server) mountV2Asks(r chi.Router) {
 		}
 		switch {
 		case b.Action == nil:
-			return badRequest("Payload", "action", "Missing key\n  at [\"action\"]")
+			return missingKey("Payload", "action")
 		case b.Resources == nil:
-			return badRequest("Payload", "resources", "Missing key\n  at [\"resources\"]")
+			return missingKey("Payload", "resources")
 		case b.ID != "" && identifier.Check(identifier.Permission, b.ID) != nil:
 			return badRequest("Payload", "id", "Expected a string starting with \"per\", got \""+b.ID+"\"")
 		}

@@ -47,7 +47,7 @@ func (s *Server) mountV2Revert(r chi.Router) {
 			return err
 		}
 		if b.MessageID == nil {
-			return badRequest("Payload", "messageID", "Missing key\n  at [\"messageID\"]")
+			return missingKey("Payload", "messageID")
 		}
 		if err := checkID(identifier.Message, *b.MessageID, "messageID"); err != nil {
 			return err

@@ -44,7 +44,7 @@ func (s *Server) v2SwitchModel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if b.Model == nil {
-		return badRequest("Payload", "model", "Missing key\n  at [\"model\"]")
+		return missingKey("Payload", "model")
 	}
 	if !s.m.HasModel(b.Model.ProviderID, b.Model.ID) {
 		return badRequest("Payload", "model", "Model not found: "+b.Model.ProviderID+"/"+b.Model.ID)
