@@ -2,9 +2,10 @@ package lifecycle
 
 import (
 	"context"
-	"slices"
+	"errors"
 
 	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/store"
 )
 
 // Editing the stored conversation (OpenCode's DELETE message, PATCH and
@@ -34,6 +35,19 @@ func (m *Manager) DeletePart(ctx context.Context, sessionID, messageID, partID s
 // UpdatePart stores p over the part of its ID, or adds it to its message
 // (OpenCode's upsert); the message must exist.
 func (m *Manager) UpdatePart(ctx context.Context, p opencode.Part) (out opencode.Part, err error) {
+	// The message is looked up here, not on the session's loop.
+	rctx, cancel := context.WithTimeout(ctx, m.cfg.StoreTimeout)
+	_, gerr := m.store.GetMessage(rctx, p.SessionID, p.MessageID)
+	cancel()
+	if errors.Is(gerr, store.ErrNotFound) {
+		if _, serr := m.GetSession(ctx, p.SessionID); serr != nil {
+			return p, serr
+		}
+		return p, opencode.MessageNotFound(p.SessionID, p.MessageID)
+	}
+	if gerr != nil {
+		return p, mapStoreErr(gerr, p.SessionID)
+	}
 	derr := m.do(ctx, p.SessionID, func(r *runner) { out, err = r.updatePart(p) })
 	if derr != nil {
 		return out, derr
@@ -80,15 +94,6 @@ func (r *runner) deletePart(messageID, partID string) error {
 func (r *runner) updatePart(p opencode.Part) (opencode.Part, error) {
 	if err := r.editable(p.MessageID); err != nil {
 		return p, err
-	}
-	ctx, cancel := context.WithTimeout(r.m.ctx, r.m.cfg.StoreTimeout)
-	defer cancel()
-	msgs, err := r.m.store.ListMessages(ctx, r.id)
-	if err != nil {
-		return p, mapStoreErr(err, r.id)
-	}
-	if !slices.ContainsFunc(msgs, func(mp opencode.MessageWithParts) bool { return mp.Info.ID == p.MessageID }) {
-		return p, opencode.MessageNotFound(r.id, p.MessageID)
 	}
 	r.outbox().part(p, r.m.now())
 	r.forgetHistory()

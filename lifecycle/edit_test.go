@@ -44,6 +44,9 @@ func TestEditConversation(t *testing.T) {
 	}
 	mismatch := map[string]any{"id": firstPart.ID, "sessionID": sid, "messageID": second, "type": "text", "text": "x"}
 	c.must("PATCH", "/session/"+sid+"/message/"+first+"/part/"+firstPart.ID, mismatch, 400)
+	gone := "msg_0000000000000000000000000"
+	orphan := map[string]any{"id": firstPart.ID, "sessionID": sid, "messageID": gone, "type": "text", "text": "x"}
+	c.must("PATCH", "/session/"+sid+"/message/"+gone+"/part/"+firstPart.ID, orphan, 404)
 
 	c.must("DELETE", "/session/"+sid+"/message/"+second, nil, 200)
 	c.must("DELETE", "/session/"+sid+"/message/"+secondReply, nil, 200)
