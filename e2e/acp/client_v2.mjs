@@ -1,14 +1,20 @@
 // Drives `opencode-server acp` over stdio in ACP v2 with the official
 // client library's v2 entry point (@agentclientprotocol/sdk/experimental/v2,
-// the version pinned in package.json) and prints one JSON object of what it
-// saw; e2e/acp_test.go (TestACPV2) runs it and asserts on that object.
+// the version pinned in package.json); e2e/acp_v2_test.go (TestACPV2) runs
+// it and asserts on what it prints.
 //
 // Environment: ACP_SERVER, ACP_ARGS, ACP_CWD, ACP_TRACE as for client.mjs
 // (read by common.mjs).
 //
 // One process: initialize with protocolVersion 2, session/new through the
 // SDK's session builder, a prompt read until idle by the SDK
-// (readTextUntilIdle), and session/list. A protocol failure (an error reply,
+// (readTextUntilIdle), a session/inject (queue) read until idle the same
+// way, both HTTP views of the session's messages (GET /session/{id}/message
+// and /api/session/{id}/message on the process's own HTTP port), and
+// session/list. Then it prints that report as one JSON line and keeps the
+// agent running until its own stdin closes (the Go test attaches the TUI
+// meanwhile), closes the agent's stdin and prints a second line: the
+// agent's exit and what the SDK logged. A protocol failure (an error reply,
 // a timeout, a frame the SDK refuses) exits 1 with a message on stderr.
 
 import { spawn } from "node:child_process";
@@ -31,10 +37,13 @@ console.error = (...args) => {
 const child = spawn(SERVER, ARGS, { cwd: CWD, stdio: ["pipe", "pipe", "pipe"] });
 const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
 let stderr = "";
+let port = 0;
 child.stderr.setEncoding("utf8");
 child.stderr.on("data", (s) => {
   stderr += s;
   for (const line of s.split("\n")) if (line) trace("stderr", line);
+  const m = /opencode server listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr);
+  if (m) port = Number(m[1]);
 });
 
 const base = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
@@ -50,8 +59,30 @@ const outTap = tap("out");
 void outTap.readable.pipeTo(base.writable).catch(() => {});
 const stream = { readable: base.readable.pipeThrough(inTap), writable: outTap.writable };
 
-const conn = acp.client({ name: "opencode-server-e2e-acp-v2" }).connect(stream);
+// Every session/update as the SDK handed it over (the session helper's
+// router passes each one on to this handler too).
+const updates = [];
+const conn = acp
+  .client({ name: "opencode-server-e2e-acp-v2" })
+  .onNotification(acp.methods.client.session.update, ({ params }) => {
+    updates.push(params);
+  })
+  .connect(stream);
 const agent = conn.agent;
+
+const textOf = (blocks) =>
+  (Array.isArray(blocks) ? blocks : [blocks]).filter((b) => b && b.type === "text").map((b) => b.text).join("");
+
+// http GETs path on the agent's HTTP API (no password is set) and decodes
+// the JSON answer.
+async function http(path) {
+  const res = await within(`GET ${path}`, fetch(`http://127.0.0.1:${port}${path}`));
+  const body = await res.text();
+  if (res.status !== 200) throw new Error(`GET ${path}: ${res.status} ${body}`);
+  return JSON.parse(body);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const report = { sdkVersion };
 try {
   const init = await within(
@@ -64,16 +95,56 @@ try {
   );
   report.initialize = { protocolVersion: init.protocolVersion, inject: init.capabilities?.session?.inject ?? null };
   const session = await within("session/new", agent.buildSession(CWD).start());
-  report.sessionId = session.sessionId ?? session.newSessionResponse?.sessionId;
-  const text = "hello from the v2 sdk";
+  const sessionId = session.sessionId ?? session.newSessionResponse?.sessionId;
+  report.sessionId = sessionId;
+  const tag = Math.random().toString(36).slice(2, 10);
+  const text = `hello from the v2 sdk ${tag}`;
   const reply = await within("session/prompt", session.prompt(text));
   const agentText = await within("the reply until idle", session.readTextUntilIdle());
   report.prompt = { text, reply, agentText };
+
+  // session/inject is not in the SDK's v2 schema; its request() sends a
+  // method it does not know as is and hands back the raw result.
+  const injectText = `queued by session/inject ${tag}`;
+  const injected = await within(
+    "session/inject",
+    agent.request("session/inject", { sessionId, mode: "queue", content: [{ type: "text", text: injectText }] }),
+  );
+  // On an idle session a queued inject starts work of its own.
+  const injectAgentText = await within("the inject's reply until idle", session.readTextUntilIdle());
+  report.inject = { text: injectText, reply: injected, agentText: injectAgentText };
+
+  const mine = updates.filter((u) => u.sessionId === sessionId);
+  report.userMessages = mine
+    .filter((u) => u.update.sessionUpdate === "user_message")
+    .map((u) => ({ messageId: u.update.messageId ?? null, text: textOf(u.update.content) }));
+  const agentMessages = [];
+  for (const u of mine) {
+    if (u.update.sessionUpdate !== "agent_message_chunk") continue;
+    let m = agentMessages.find((a) => a.messageId === (u.update.messageId ?? null));
+    if (!m) agentMessages.push((m = { messageId: u.update.messageId ?? null, text: "" }));
+    m.text += textOf(u.update.content);
+  }
+  report.agentMessages = agentMessages;
+
+  if (!port) throw new Error("no listening line on the agent's stderr");
+  report.port = port;
+  const v1 = await http(`/session/${sessionId}/message`);
+  report.httpV1 = v1.map((m) => ({ id: m.info.id, role: m.info.role, text: textOf(m.parts) }));
+  const v2 = await http(`/api/session/${sessionId}/message?order=asc&limit=100`);
+  report.httpV2 = v2.data.map((m) => ({ id: m.id, type: m.type, text: m.text ?? null }));
+
   const list = await within("session/list", agent.request("session/list", { cwd: CWD }));
   report.list = list.sessions.map((s) => s.sessionId);
+
+  // The agent stays up (its HTTP API with it) until the Go test closes
+  // our stdin.
+  process.stdout.write(JSON.stringify(report) + "\n");
+  process.stdin.resume();
+  await new Promise((resolve) => process.stdin.on("end", resolve).on("close", resolve));
   session.dispose();
 } catch (e) {
-  const ex = await Promise.race([exited, new Promise((r) => setTimeout(() => r(null), 2000))]);
+  const ex = await Promise.race([exited, sleep(2000).then(() => null)]);
   child.kill("SIGKILL");
   origError(`${e && e.stack ? e.stack : e}\n--- server ${ex ? `exited ${JSON.stringify(ex)}` : "still running"} ---\n${stderr.slice(-4000)}`);
   process.exit(1);
@@ -81,7 +152,6 @@ try {
 conn.close();
 child.stdin.end();
 const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
-report.exit = await exited;
+const exit = await exited;
 clearTimeout(timer);
-report.sdkErrors = sdkErrors;
-process.stdout.write(JSON.stringify(report) + "\n");
+process.stdout.write(JSON.stringify({ exit, sdkErrors }) + "\n");
