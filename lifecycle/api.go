@@ -36,6 +36,9 @@ func (m *Manager) admit(ctx context.Context, in *opencode.Input, onlyRunning boo
 	if !in.Delivery.Valid() {
 		return nil, false, false, opencode.Errorf(opencode.EInvalid, "delivery must be steer or queue")
 	}
+	if err := m.validateClientTools(in); err != nil {
+		return nil, false, false, err
+	}
 	in.Fingerprint = fingerprint(in)
 	if needsResolving(in.Parts) {
 		// Over the parts as the client sent them: a retry is the same
@@ -267,6 +270,8 @@ type content struct {
 	NoReply bool
 	Shell   string `json:",omitempty"`
 	Variant string `json:",omitempty"`
+	// ClientTools: a retry offering other tools is another admission.
+	ClientTools []opencode.ClientTool `json:",omitempty"`
 }
 
 func canonicalContent(in *opencode.Input) content {
@@ -275,7 +280,7 @@ func canonicalContent(in *opencode.Input) content {
 		p.ID, p.SessionID, p.MessageID = "", "", ""
 		parts[i] = p
 	}
-	return content{parts, in.Agent, in.Model, in.System, in.Tools, in.NoReply, in.Shell, in.Variant}
+	return content{parts, in.Agent, in.Model, in.System, in.Tools, in.NoReply, in.Shell, in.Variant, in.ClientTools}
 }
 
 // sameContent compares an input's stored fingerprint with a new one's

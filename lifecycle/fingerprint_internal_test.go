@@ -36,6 +36,22 @@ func TestFingerprint(t *testing.T) {
 			t.Errorf("%s: same = %v, want %v", c.name, got, c.same)
 		}
 	}
+	// Client tools are part of the content; their schema's spacing is not.
+	withTools := func(params string) *opencode.Input {
+		x := in("hello", "data:,x", "build", "prt_a", "prt_b")
+		x.ClientTools = []opencode.ClientTool{{Name: "show_card", Parameters: json.RawMessage(params)}}
+		x.Fingerprint = fingerprint(x)
+		return x
+	}
+	if sameContent(base.Fingerprint, withTools(`{}`)) {
+		t.Error("an input with client tools is the same admission as one without")
+	}
+	if !sameContent(withTools(`{"type":"object"}`).Fingerprint, withTools(`{ "type": "object" }`)) {
+		t.Error("the same client tools, spaced otherwise, are another admission")
+	}
+	if sameContent(withTools(`{"type":"object"}`).Fingerprint, withTools(`{"type":"string"}`)) {
+		t.Error("client tools of another schema are the same admission")
+	}
 	if !strings.HasPrefix(base.Fingerprint, fingerprintPrefix) || len(base.Fingerprint) != len(fingerprintPrefix)+64 {
 		t.Errorf("fingerprint %q is not a sha256", base.Fingerprint)
 	}

@@ -102,6 +102,11 @@ type runner struct {
 	resume *cutTurn
 	// deleted stops the loop after the delete command.
 	deleted bool
+	// clientAnswers are the results ToolResult gave client tool calls
+	// (retries of them are answered as done), oldest first in
+	// clientAnswerOrder; bounded by maxClientAnswers.
+	clientAnswers     map[string]clientAnswer
+	clientAnswerOrder []string
 }
 
 type turn struct {
@@ -129,6 +134,9 @@ type turn struct {
 	usage provider.Usage
 	// users are the user messages delivered into the turn.
 	users []opencode.Message
+	// clientTools are the client tools its inputs brought, offered in
+	// every model call of the turn (see clienttool.go).
+	clientTools []opencode.ClientTool
 }
 
 type step struct {

@@ -128,7 +128,8 @@ func (r *runner) toolsFor(tu *turn) []provider.ToolSpec {
 	}
 	// By name, as OpenCode sends them (MCP tools among the others).
 	slices.SortFunc(out, func(a, b provider.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
-	return out
+	// The client's tools after the server's, as the client listed them.
+	return append(out, clientSpecs(tu.clientTools, specs)...)
 }
 
 // usesApplyPatch reports whether a model edits files with apply_patch

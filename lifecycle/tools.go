@@ -22,6 +22,8 @@ type toolRun struct {
 	done      bool
 	output    string
 	failed    bool
+	// client: a client tool's call, waiting for ToolResult (no goroutine).
+	client bool
 }
 
 // toolProgress is a running tool's metadata reported from its goroutine.
@@ -121,6 +123,13 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	args := tc.Arguments
 	if !r.owned() {
 		r.fenced() // no tool runs for a session this instance lost
+		return
+	}
+	if impl == nil && r.turn.isClientTool(c.name) {
+		// The client runs it: the call stays running until ToolResult
+		// answers it, and the step waits for it as for any running call.
+		// No permission is asked: the client decides what its tool does.
+		c.client = true
 		return
 	}
 	r.m.wg.Add(1)

@@ -76,6 +76,7 @@ func (r *runner) maybeStart() {
 			if err == nil && in.SessionID == r.id && in.State == opencode.InputDelivered && !in.NoReply {
 				r.turn.inputs = append(r.turn.inputs, in)
 				r.turn.delivered = append(r.turn.delivered, id)
+				r.turn.addClientTools(in.ClientTools)
 			}
 		}
 		r.publishLive(r.status("busy"))
@@ -168,6 +169,7 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 		r.turn.delivered = append(r.turn.delivered, in.ID)
 		r.turn.inputs = append(r.turn.inputs, &in)
 		r.turn.parentID = in.ID
+		r.turn.addClientTools(in.ClientTools)
 		if !in.NoReply {
 			reply = true
 		}

@@ -37,6 +37,10 @@ type Input struct {
 	Variant string          `json:"variant,omitempty"`
 	System  string          `json:"system,omitempty"`
 	Tools   map[string]bool `json:"tools,omitempty"`
+	// ClientTools are tools the client runs itself (AG-UI's frontend
+	// tools): offered to the model for the turn that delivers the input; a
+	// call of one waits until the client sends its result.
+	ClientTools []ClientTool `json:"clientTools,omitempty"`
 	// NoReply stores the user message without running the model.
 	NoReply bool `json:"noReply,omitempty"`
 	// Shell is a command the user typed (`!cmd`): its turn runs it with
@@ -64,6 +68,15 @@ type Input struct {
 	// so no earlier admission, message or tombstone can hold it and the
 	// admission skips those reads (the commit still checks).
 	Minted bool `json:"-"`
+}
+
+// ClientTool is a tool a client offers with its input and runs itself:
+// the server only passes the model's call to it and its result back.
+type ClientTool struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Parameters is the tool's JSON Schema (an object), nil for none.
+	Parameters json.RawMessage `json:"parameters,omitempty"`
 }
 
 // Prompt is the v2 prompt shape.

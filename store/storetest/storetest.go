@@ -46,6 +46,7 @@ func Run(t *testing.T, open Opener) {
 		{"PendingInputs", testPendingInputs},
 		{"TombstonesBounded", testTombstonesBounded},
 		{"GetInputAcrossSessions", testGetInputAcrossSessions},
+		{"InputClientTools", testInputClientTools},
 		{"Events", testEvents},
 		{"EventsAfterLimit", testEventsAfterLimit},
 		{"EventsIndependentSessions", testEventsIndependent},
@@ -1118,6 +1119,34 @@ func testGetInputAcrossSessions(t *testing.T, s store.Store) {
 	}
 	_, err = s.InputStatus(ctx, "in_missing")
 	wantErr(t, "InputStatus(missing)", err, store.ErrNotFound)
+}
+
+// testInputClientTools: an input's client tools (schema and all) come back
+// as admitted, pending and delivered.
+func testInputClientTools(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	in := NewInput("ses_ct", "in_ct")
+	in.ClientTools = []opencode.ClientTool{
+		{Name: "show_card", Description: "Shows a card", Parameters: json.RawMessage(`{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}`)},
+		{Name: "no_params"},
+	}
+	commit(t, s, "ses_ct", &store.Batch{Session: NewSession("ses_ct"), Admit: []*opencode.Input{in}})
+	got, err := s.GetInput(ctx, "in_ct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqJSON(t, "admitted client tools", got.ClientTools, in.ClientTools)
+	pending, err := s.PendingInputs(ctx, "ses_ct")
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("PendingInputs = %d inputs, %v", len(pending), err)
+	}
+	eqJSON(t, "pending client tools", pending[0].ClientTools, in.ClientTools)
+	in.State = opencode.InputDelivered
+	commit(t, s, "ses_ct", &store.Batch{Inputs: []*opencode.Input{in}})
+	if got, err = s.GetInput(ctx, "in_ct"); err != nil {
+		t.Fatal(err)
+	}
+	eqJSON(t, "delivered client tools", got.ClientTools, in.ClientTools)
 }
 
 func testEvents(t *testing.T, s store.Store) {
