@@ -4,7 +4,7 @@ FUZZTIME ?= 10s
 # Bounds minimizing a new input (the default 60 s can outlast FUZZTIME many times).
 FUZZMINTIME ?= 2s
 
-.PHONY: run build test test-short fuzz vet lint bench bench-compare bench-yardstick bench-profile
+.PHONY: run build test test-short fuzz vet lint proto bench bench-compare bench-yardstick bench-profile
 
 run:
 	$(GO) run ./cmd/opencode-server
@@ -40,6 +40,12 @@ vet:
 	gofmt -l . | (! grep .) && $(GO) vet ./...
 
 lint: vet
+
+# Regenerates agui/aguiproto/aguipb (committed; CI has no protoc) from
+# agui/aguiproto/proto. Needs protoc and protoc-gen-go v1.36.12 on PATH:
+# apt-get install protobuf-compiler; go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+proto:
+	cd agui/aguiproto && PATH="$$PATH:$$($(GO) env GOPATH)/bin" $(GO) generate ./
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
