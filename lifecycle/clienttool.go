@@ -187,7 +187,9 @@ func (r *runner) clientResult(callID, output string, failed bool) error {
 	}
 	r.clientAnswers[callID] = clientAnswer{output: output, failed: failed}
 	r.clientAnswerOrder = append(r.clientAnswerOrder, callID)
-	tr := &toolResult{callID: callID, res: tool.Result{Output: output}}
+	// The title is the tool's name: a completed part needs one, and the
+	// client's result has none.
+	tr := &toolResult{callID: callID, res: tool.Result{Output: output, Title: c.name}}
 	if failed {
 		msg := output
 		if msg == "" {

@@ -40,6 +40,10 @@ var forwardClient = &http.Transport{
 // question request.
 func (s *Server) sessionOf(r *http.Request) (string, bool) {
 	if r.Method == http.MethodPost {
+		// An AG-UI run with its thread in the path streams from the owner.
+		if id, ok := strings.CutPrefix(r.URL.Path, "/agui/"); ok {
+			return id, strings.HasPrefix(id, "ses_") && !strings.Contains(id, "/")
+		}
 		for _, pre := range []string{"/permission/", "/question/"} {
 			if rest, ok := strings.CutPrefix(r.URL.Path, pre); ok {
 				req, _, _ := strings.Cut(rest, "/")

@@ -84,6 +84,29 @@ type Config struct {
 	// Web answers the GETs no API route claims: the web app (NewWebProxy,
 	// NewWebDir); nil: they are 404s like any unknown route.
 	Web http.Handler
+	// AGUI serves AG-UI runs (POST /agui, POST /agui/{sessionID}; the
+	// agui package) behind the same auth; nil: not mounted.
+	AGUI AGUIHandler
+}
+
+// mountAGUI mounts the AG-UI runs; without a handler they are unknown
+// routes, as on a server built without the front door.
+func (s *Server) mountAGUI(r chi.Router) {
+	serve := func(w http.ResponseWriter, r *http.Request, thread string) {
+		if s.cfg.AGUI == nil {
+			writeError(w, r, v1, s.log, &opencode.Error{Code: opencode.ENotFound, Message: "No route for " + r.Method + " " + r.URL.Path})
+			return
+		}
+		s.cfg.AGUI.ServeThread(w, r, thread)
+	}
+	r.Post("/agui", func(w http.ResponseWriter, r *http.Request) { serve(w, r, "") })
+	r.Post("/agui/{sessionID}", func(w http.ResponseWriter, r *http.Request) { serve(w, r, chi.URLParam(r, "sessionID")) })
+}
+
+// AGUIHandler is the AG-UI front door (agui.Handler): a run, its thread
+// given in the path or ("") in the body.
+type AGUIHandler interface {
+	ServeThread(w http.ResponseWriter, r *http.Request, thread string)
 }
 
 // Server holds the handlers' dependencies.
@@ -169,6 +192,7 @@ func New(cfg Config) http.Handler {
 	s.mountProjectCopies(r)
 	s.mountPTY(r)
 	s.mountIntegrations(r)
+	s.mountAGUI(r)
 	s.routes = newRouteTable(r)
 	s.webScope = newWebScope(r)
 	return router{r}

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"github.com/opencode-server/opencode-server/agui"
 	"log/slog"
 	"net/http"
 	"os"
@@ -212,7 +213,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, References: o.Config.References, MCP: servers, ForwardWindow: o.ForwardWindow,
 		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive,
 		Workspaces: routes.ExperimentalFlag(o.Getenv, "OPENCODE_EXPERIMENTAL_WORKSPACES"), Web: web,
-		Projects: projects})
+		Projects: projects, AGUI: agui.New(agui.Options{Core: a.Manager, Directory: o.Directory, Logger: o.Logger, Done: a.done})})
 	a.web = web
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
 	started = true

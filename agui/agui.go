@@ -1,0 +1,117 @@
+// Package agui is the AG-UI front door (ag-ui-protocol/ag-ui 1.0): web
+// frontends POST a RunAgentInput and read the run as a stream of AG-UI
+// events, SSE or AG-UI's length-prefixed protobuf. A thread is a session,
+// each new user message an input admitted through the same core admission
+// as every other front door, and every event comes from the session's
+// event log (durable entries and the live deltas between them).
+package agui
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// Core is what the AG-UI front door needs of the lifecycle
+// (lifecycle.Manager).
+type Core interface {
+	CreateSession(ctx context.Context, opts opencode.SessionOptions) (opencode.Session, bool, error)
+	GetSession(ctx context.Context, id string) (opencode.Session, error)
+	Messages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error)
+	Inbox(ctx context.Context, sessionID string) ([]*opencode.Input, error)
+	Input(ctx context.Context, sessionID, messageID string) (*opencode.Input, error)
+	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)
+	Abort(ctx context.Context, sessionID string) error
+	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
+	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
+	Status() map[string]string
+	Todos(ctx context.Context, sessionID string) ([]opencode.Todo, error)
+	Permissions() []opencode.PermissionRequest
+	ReplyPermission(ctx context.Context, requestID, reply string) error
+	Questions() []opencode.QuestionRequest
+	ReplyQuestion(ctx context.Context, requestID string, answers [][]string, reject bool) error
+	ToolResult(ctx context.Context, sessionID, callID, output string, failed bool) error
+	WaitingClientCalls(ctx context.Context, sessionID string) ([]string, error)
+}
+
+// Options configure the handler.
+type Options struct {
+	Core Core
+	// Directory is the directory of the sessions a run creates.
+	Directory string
+	IDs       *identifier.Generator
+	Logger    *slog.Logger
+	// Done ends every stream when the server shuts down.
+	Done <-chan struct{}
+}
+
+// Handler serves POST /agui and POST /agui/{sessionID}.
+type Handler struct {
+	o Options
+	// locks serialize the admission step of runs on one thread in this
+	// process: the lookup of a client's message ID and the admission
+	// under it are one step, so two copies of a run racing admit once.
+	mu    sync.Mutex
+	locks map[string]*threadLock
+	// runs is the run that started each thread's running turn, for a
+	// steer's parentRunId.
+	runs map[string]string
+}
+
+type threadLock struct {
+	sync.Mutex
+	n int
+}
+
+// New returns the AG-UI handler.
+func New(o Options) *Handler {
+	if o.IDs == nil {
+		o.IDs = identifier.Default()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Done == nil {
+		o.Done = make(chan struct{})
+	}
+	return &Handler{o: o, locks: map[string]*threadLock{}, runs: map[string]string{}}
+}
+
+func (h *Handler) lock(thread string) func() {
+	h.mu.Lock()
+	l := h.locks[thread]
+	if l == nil {
+		l = &threadLock{}
+		h.locks[thread] = l
+	}
+	l.n++
+	h.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		h.mu.Lock()
+		if l.n--; l.n == 0 {
+			delete(h.locks, thread)
+		}
+		h.mu.Unlock()
+	}
+}
+
+func (h *Handler) setRun(thread, run string) {
+	h.mu.Lock()
+	h.runs[thread] = run
+	h.mu.Unlock()
+}
+
+func (h *Handler) runOf(thread string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.runs[thread]
+}
+
+var _ http.Handler = (*Handler)(nil)

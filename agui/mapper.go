@@ -1,0 +1,467 @@
+package agui
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// event is one AG-UI event in its JSON form ({"type": ..., ...}).
+type event map[string]any
+
+// wanted is the events a run's stream looks at.
+func wanted(e *opencode.Event) bool {
+	if e.Durable || e.IsV2() {
+		return true
+	}
+	switch e.Type {
+	case opencode.EvTodoUpdated, opencode.EvPermissionAsked, opencode.EvPermissionReply, opencode.EvQuestionAsked,
+		opencode.EvQuestionReplied, opencode.EvQuestionRejected, opencode.EvSessionStatus, opencode.EvPartUpdated,
+		opencode.EvSessionError:
+		return true
+	}
+	return false
+}
+
+// ending is how a run's stream ends.
+type ending int
+
+const (
+	goOn ending = iota
+	endSuccess
+	endInterrupt
+	endPending   // only frontend tool calls are open: the client runs them
+	endCancelled // the turn was aborted
+	endError
+)
+
+// streamed is one text, reasoning or tool-argument stream: what was sent
+// of it. A stream first seen in the log (the run attached while it ran)
+// sends nothing until it ends, then the whole text: its earlier deltas
+// were never seen, so sending the later ones would garble it.
+type streamed struct {
+	msgID   string
+	sent    strings.Builder
+	catchUp bool
+}
+
+type callState struct {
+	name    string
+	msgID   string
+	args    streamed
+	ended   bool // TOOL_CALL_END sent
+	called  bool
+	done    bool
+	client  bool
+	started bool // TOOL_CALL_START sent
+}
+
+// mapper turns a session's events into one run's AG-UI events.
+type mapper struct {
+	emit func(event)
+	// targets are the run's user messages: the run follows the turn(s)
+	// that deliver them. Empty: the run follows the turn running now.
+	targets map[string]bool
+	// waiting: no target delivered yet (an earlier turn still runs).
+	waiting     bool
+	clientTools map[string]bool
+
+	lastSeq   int64
+	texts     map[string]*streamed // by text part ID
+	reasoning map[string]*streamed // by reasoning part ID
+	calls     map[string]*callState
+	callPart  map[string]string // call ID -> tool part ID
+	steps     []string          // open steps, by assistant message ID
+	failure   *opencode.EventError
+	interrupt []event
+}
+
+func newMapper(emit func(event)) *mapper {
+	return &mapper{emit: emit, targets: map[string]bool{}, clientTools: map[string]bool{},
+		texts: map[string]*streamed{}, reasoning: map[string]*streamed{}, calls: map[string]*callState{},
+		callPart: map[string]string{}}
+}
+
+func (mp *mapper) openStep(msgID string) {
+	for _, s := range mp.steps {
+		if s == msgID {
+			return
+		}
+	}
+	mp.steps = append(mp.steps, msgID)
+	mp.emit(event{"type": "STEP_STARTED", "stepName": msgID})
+}
+
+func (mp *mapper) closeStep(msgID string) {
+	for i, s := range mp.steps {
+		if s == msgID {
+			mp.closeStreams(msgID)
+			mp.steps = append(mp.steps[:i], mp.steps[i+1:]...)
+			mp.emit(event{"type": "STEP_FINISHED", "stepName": msgID})
+			return
+		}
+	}
+}
+
+// closeStreams ends what is still open of a step's texts, reasoning and
+// calls ("" : of every step): a run never finishes with one open.
+func (mp *mapper) closeStreams(msgID string) {
+	for id, t := range mp.texts {
+		if msgID == "" || t.msgID == msgID {
+			mp.emit(event{"type": "TEXT_MESSAGE_END", "messageId": t.msgID})
+			delete(mp.texts, id)
+		}
+	}
+	for id, r := range mp.reasoning {
+		if msgID == "" || r.msgID == msgID {
+			mp.emit(event{"type": "REASONING_MESSAGE_END", "messageId": id})
+			mp.emit(event{"type": "REASONING_END", "messageId": id})
+			delete(mp.reasoning, id)
+		}
+	}
+	for _, c := range mp.calls {
+		if c.started && !c.ended && (msgID == "" || c.msgID == msgID) {
+			c.ended = true
+			mp.emit(event{"type": "TOOL_CALL_END", "toolCallId": callIDOf(mp, c)})
+		}
+	}
+}
+
+func callIDOf(mp *mapper, c *callState) string {
+	for id, x := range mp.calls {
+		if x == c {
+			return id
+		}
+	}
+	return ""
+}
+
+// finish closes every open stream and step.
+func (mp *mapper) finish() {
+	mp.closeStreams("")
+	for len(mp.steps) > 0 {
+		mp.closeStep(mp.steps[len(mp.steps)-1])
+	}
+}
+
+// pending is the frontend calls the client must run, when nothing else of
+// the turn is open: the run ends and hands them over.
+func (mp *mapper) pending() []string {
+	var client []string
+	for id, c := range mp.calls {
+		if !c.called || c.done {
+			if c.started && !c.done && !c.called {
+				return nil // still streaming its arguments
+			}
+			continue
+		}
+		if !c.client {
+			return nil // a server tool still runs
+		}
+		client = append(client, id)
+	}
+	if len(mp.texts) > 0 || len(mp.reasoning) > 0 {
+		return nil
+	}
+	return client
+}
+
+func data[T any](e *opencode.Event) (T, bool) {
+	var v T
+	return v, json.Unmarshal(e.Data, &v) == nil
+}
+
+// add maps one event; replay is true for the log read before the run
+// went live. It says whether the run ends here.
+func (mp *mapper) add(e *opencode.Event, replay bool) ending {
+	if e.Durable {
+		if e.Seq <= mp.lastSeq {
+			return goOn // read from the log already
+		}
+		mp.lastSeq = e.Seq
+	}
+	switch e.Type {
+	case opencode.EvPrompted:
+		p, _ := data[opencode.Prompted](e)
+		if mp.waiting {
+			if mp.targets[p.MessageID] {
+				mp.waiting = false
+			}
+			return goOn
+		}
+		if mp.targets[p.MessageID] {
+			return goOn // the next of the run's own messages
+		}
+		if p.Delivery == opencode.Queue {
+			return endSuccess // the next turn is someone else's
+		}
+		// A steer joined the turn: its user message, where it was delivered.
+		mp.emit(event{"type": "TEXT_MESSAGE_START", "messageId": p.MessageID, "role": "user"})
+		if t := promptText(p.Prompt); t != "" {
+			mp.emit(event{"type": "TEXT_MESSAGE_CONTENT", "messageId": p.MessageID, "delta": t})
+		}
+		mp.emit(event{"type": "TEXT_MESSAGE_END", "messageId": p.MessageID})
+		return goOn
+	case opencode.EvInboxCancelled:
+		p, _ := data[opencode.InboxCancelled](e)
+		if mp.waiting && mp.targets[p.MessageID] {
+			delete(mp.targets, p.MessageID)
+			if len(mp.targets) == 0 {
+				mp.failure = &opencode.EventError{Type: "MESSAGE_REVOKED", Message: "the run's message was revoked before it was delivered"}
+				return endError
+			}
+		}
+		return goOn
+	}
+	if mp.waiting {
+		return goOn
+	}
+	switch e.Type {
+	case opencode.EvStepStarted:
+		p, _ := data[opencode.StepStarted](e)
+		mp.failure = nil
+		mp.openStep(p.AssistantMessageID)
+	case opencode.EvStepEnded:
+		p, _ := data[opencode.StepEnded](e)
+		mp.closeStep(p.AssistantMessageID)
+	case opencode.EvStepFailed:
+		p, _ := data[opencode.StepFailed](e)
+		mp.closeStep(p.AssistantMessageID)
+		f := p.Error
+		mp.failure = &f
+	case opencode.EvTextStarted:
+		p, _ := data[opencode.TextStarted](e)
+		mp.openStep(p.AssistantMessageID)
+		mp.startText(p.TextID, p.AssistantMessageID, replay)
+	case opencode.EvTextDelta:
+		p, _ := data[opencode.TextDelta](e)
+		if t := mp.texts[p.TextID]; t != nil && !t.catchUp {
+			t.sent.WriteString(p.Delta)
+			mp.emit(event{"type": "TEXT_MESSAGE_CONTENT", "messageId": t.msgID, "delta": p.Delta})
+		}
+	case opencode.EvTextEnded:
+		p, _ := data[opencode.TextEnded](e)
+		mp.openStep(p.AssistantMessageID)
+		t := mp.startText(p.TextID, p.AssistantMessageID, replay)
+		if rest, ok := strings.CutPrefix(p.Text, t.sent.String()); ok && rest != "" {
+			mp.emit(event{"type": "TEXT_MESSAGE_CONTENT", "messageId": t.msgID, "delta": rest})
+		}
+		mp.emit(event{"type": "TEXT_MESSAGE_END", "messageId": t.msgID})
+		delete(mp.texts, p.TextID)
+	case opencode.EvReasoningStarted:
+		p, _ := data[opencode.ReasoningStarted](e)
+		mp.openStep(p.AssistantMessageID)
+		mp.startReasoning(p.ReasoningID, p.AssistantMessageID, replay)
+	case opencode.EvReasoningDelta:
+		p, _ := data[opencode.ReasoningDelta](e)
+		if r := mp.reasoning[p.ReasoningID]; r != nil && !r.catchUp {
+			r.sent.WriteString(p.Delta)
+			mp.emit(event{"type": "REASONING_MESSAGE_CONTENT", "messageId": p.ReasoningID, "delta": p.Delta})
+		}
+	case opencode.EvReasoningEnded:
+		p, _ := data[opencode.ReasoningEnded](e)
+		mp.openStep(p.AssistantMessageID)
+		r := mp.startReasoning(p.ReasoningID, p.AssistantMessageID, replay)
+		if rest, ok := strings.CutPrefix(p.Text, r.sent.String()); ok && rest != "" {
+			mp.emit(event{"type": "REASONING_MESSAGE_CONTENT", "messageId": p.ReasoningID, "delta": rest})
+		}
+		mp.emit(event{"type": "REASONING_MESSAGE_END", "messageId": p.ReasoningID})
+		mp.emit(event{"type": "REASONING_END", "messageId": p.ReasoningID})
+		delete(mp.reasoning, p.ReasoningID)
+	case opencode.EvToolInputStarted:
+		p, _ := data[opencode.ToolInputStarted](e)
+		mp.openStep(p.AssistantMessageID)
+		mp.startCall(p.CallID, p.Name, p.AssistantMessageID, replay)
+	case opencode.EvToolInputDelta:
+		p, _ := data[opencode.ToolInputDelta](e)
+		if c := mp.calls[p.CallID]; c != nil && !c.args.catchUp && !c.ended {
+			c.args.sent.WriteString(p.Delta)
+			mp.emit(event{"type": "TOOL_CALL_ARGS", "toolCallId": p.CallID, "delta": p.Delta})
+		}
+	case opencode.EvToolInputEnded:
+		p, _ := data[opencode.ToolInputEnded](e)
+		mp.openStep(p.AssistantMessageID)
+		c := mp.calls[p.CallID]
+		if c == nil {
+			return goOn // its input.started is before the run (a resumed call)
+		}
+		mp.endArgs(p.CallID, c, p.Text)
+	case opencode.EvToolCalled:
+		p, _ := data[opencode.ToolCalled](e)
+		c := mp.calls[p.CallID]
+		if c == nil {
+			mp.openStep(p.AssistantMessageID)
+			c = mp.startCall(p.CallID, p.Tool, p.AssistantMessageID, replay)
+		}
+		mp.endArgs(p.CallID, c, string(p.Input))
+		c.called = true
+		if c.client && !replay {
+			if ids := mp.pending(); len(ids) > 0 {
+				return endPending
+			}
+		}
+	case opencode.EvToolSuccess, opencode.EvToolFailed:
+		var callID, content string
+		var failed bool
+		if e.Type == opencode.EvToolSuccess {
+			p, _ := data[opencode.ToolSuccess](e)
+			callID = p.CallID
+			for _, c := range p.Content {
+				content += c.Text
+			}
+		} else {
+			p, _ := data[opencode.ToolFailed](e)
+			callID, content, failed = p.CallID, p.Error.Message, true
+		}
+		c := mp.calls[callID]
+		if c != nil {
+			c.done = true
+		}
+		partID := mp.callPart[callID]
+		if partID == "" {
+			partID = callID
+		}
+		ev := event{"type": "TOOL_CALL_RESULT", "messageId": partID, "toolCallId": callID, "content": content, "role": "tool"}
+		if failed {
+			ev["content"] = "Error: " + content
+		}
+		mp.emit(ev)
+	case opencode.EvPartUpdated:
+		p, _ := data[opencode.PartUpdated](e)
+		if p.Part.Type == opencode.PartTool && p.Part.CallID != "" {
+			mp.callPart[p.Part.CallID] = p.Part.ID
+		}
+	case opencode.EvTodoUpdated:
+		p, _ := data[opencode.TodoUpdated](e)
+		todos := p.Todos
+		if todos == nil {
+			todos = []opencode.Todo{}
+		}
+		mp.emit(event{"type": "STATE_SNAPSHOT", "snapshot": map[string]any{"todos": todos, "status": "busy"}})
+	case opencode.EvPermissionAsked:
+		if replay {
+			return goOn
+		}
+		var req opencode.PermissionRequest
+		if json.Unmarshal(e.Data, &req) == nil {
+			mp.interrupt = []event{permissionInterrupt(req)}
+			return endInterrupt
+		}
+	case opencode.EvQuestionAsked:
+		if replay {
+			return goOn
+		}
+		var req opencode.QuestionRequest
+		if json.Unmarshal(e.Data, &req) == nil {
+			mp.interrupt = []event{questionInterrupt(req)}
+			return endInterrupt
+		}
+	case opencode.EvSessionStatus:
+		if replay {
+			return goOn
+		}
+		p, _ := data[opencode.SessionStatus](e)
+		if p.Status.Type == "idle" {
+			return mp.turnEnded()
+		}
+	}
+	return goOn
+}
+
+// turnEnded is how the run ends when its turn is over.
+func (mp *mapper) turnEnded() ending {
+	if mp.failure != nil {
+		if mp.failure.Message == "Aborted" || strings.Contains(strings.ToLower(mp.failure.Type), "abort") {
+			return endCancelled
+		}
+		return endError
+	}
+	return endSuccess
+}
+
+func (mp *mapper) startText(id, msgID string, replay bool) *streamed {
+	if t := mp.texts[id]; t != nil {
+		return t
+	}
+	t := &streamed{msgID: msgID, catchUp: replay}
+	mp.texts[id] = t
+	mp.emit(event{"type": "TEXT_MESSAGE_START", "messageId": msgID, "role": "assistant"})
+	return t
+}
+
+func (mp *mapper) startReasoning(id, msgID string, replay bool) *streamed {
+	if r := mp.reasoning[id]; r != nil {
+		return r
+	}
+	r := &streamed{msgID: msgID, catchUp: replay}
+	mp.reasoning[id] = r
+	mp.emit(event{"type": "REASONING_START", "messageId": id})
+	mp.emit(event{"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"})
+	return r
+}
+
+func (mp *mapper) startCall(callID, name, msgID string, replay bool) *callState {
+	if c := mp.calls[callID]; c != nil {
+		return c
+	}
+	c := &callState{name: name, msgID: msgID, client: mp.clientTools[name], started: true}
+	c.args.catchUp = replay
+	mp.calls[callID] = c
+	mp.emit(event{"type": "TOOL_CALL_START", "toolCallId": callID, "toolCallName": name, "parentMessageId": msgID})
+	return c
+}
+
+// endArgs sends what is left of a call's arguments and ends it.
+func (mp *mapper) endArgs(callID string, c *callState, text string) {
+	if c.ended {
+		return
+	}
+	if rest, ok := strings.CutPrefix(text, c.args.sent.String()); ok && rest != "" {
+		c.args.sent.WriteString(rest)
+		mp.emit(event{"type": "TOOL_CALL_ARGS", "toolCallId": callID, "delta": rest})
+	}
+	c.ended = true
+	mp.emit(event{"type": "TOOL_CALL_END", "toolCallId": callID})
+}
+
+func promptText(p opencode.Prompt) string {
+	return p.Text
+}
+
+// permissionInterrupt is a permission ask as an AG-UI interrupt: the next
+// run's resume entry {interruptId, status, payload: {reply}} answers it.
+func permissionInterrupt(req opencode.PermissionRequest) event {
+	msg := req.Permission
+	if len(req.Patterns) > 0 {
+		msg += ": " + strings.Join(req.Patterns, ", ")
+	}
+	ev := event{"id": req.ID, "reason": "permission", "message": msg,
+		"responseSchema": map[string]any{"type": "object", "properties": map[string]any{
+			"reply": map[string]any{"type": "string", "enum": []string{"once", "always", "reject"}},
+		}, "required": []string{"reply"}},
+		"metadata": map[string]any{"permission": req.Permission, "patterns": req.Patterns}}
+	if req.Tool != nil {
+		ev["toolCallId"] = req.Tool.CallID
+	}
+	return ev
+}
+
+// questionInterrupt is a question the model asks as an interrupt: the
+// resume payload {answers: [[label, ...], ...]} answers it, one list per
+// question.
+func questionInterrupt(req opencode.QuestionRequest) event {
+	var texts []string
+	for _, q := range req.Questions {
+		texts = append(texts, q.Question)
+	}
+	ev := event{"id": req.ID, "reason": "question", "message": strings.Join(texts, "\n"),
+		"responseSchema": map[string]any{"type": "object", "properties": map[string]any{
+			"answers": map[string]any{"type": "array", "items": map[string]any{"type": "array", "items": map[string]any{"type": "string"}}},
+		}, "required": []string{"answers"}},
+		"metadata": map[string]any{"questions": req.Questions}}
+	if req.Tool != nil {
+		ev["toolCallId"] = req.Tool.CallID
+	}
+	return ev
+}

@@ -1,0 +1,288 @@
+package agui
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// plan is what a run did before its stream: what it admitted and
+// answered, and what the stream follows.
+type plan struct {
+	// targets are the run's user messages by our IDs, in order: the new
+	// ones it admitted, or (nothing new) the last one it sent that the
+	// session has, whose turn the stream replays.
+	targets []string
+	// callParts maps call IDs to tool part IDs (the tool messages' IDs).
+	callParts map[string]string
+	snapshot  []any
+	parentRun string
+	// refuse ends the run with RUN_ERROR at once: nothing was admitted.
+	refuse *inputError
+}
+
+// known is what the session holds: our message IDs, and the client IDs
+// its admitted messages were sent under.
+type known struct {
+	ids    map[string]bool
+	client map[string]string // client ID -> msg_ ID
+}
+
+func (h *Handler) known(ctx context.Context, thread string) (known, []opencode.MessageWithParts, []*opencode.Input, error) {
+	k := known{ids: map[string]bool{}, client: map[string]string{}}
+	conv, err := h.o.Core.Messages(ctx, thread)
+	if err != nil {
+		return k, nil, nil, err
+	}
+	inbox, err := h.o.Core.Inbox(ctx, thread)
+	if err != nil {
+		return k, nil, nil, err
+	}
+	for _, m := range conv {
+		k.ids[m.Info.ID] = true
+		if m.Info.Role == opencode.User {
+			if c := clientIDOf(m.Parts); c != "" {
+				k.client[c] = m.Info.ID
+			}
+		}
+		for _, p := range m.Parts {
+			k.ids[p.ID] = true
+		}
+	}
+	for _, in := range inbox {
+		k.ids[in.ID] = true
+		if c := clientIDOf(in.Parts); c != "" {
+			k.client[c] = in.ID
+		}
+	}
+	return k, conv, inbox, nil
+}
+
+// ours is the msg_ ID the session holds a client's message under.
+func (k known) ours(id string) (string, bool) {
+	if k.ids[id] {
+		return id, true
+	}
+	if o, ok := k.client[id]; ok {
+		return o, true
+	}
+	return "", false
+}
+
+// plan admits the run's new user messages, hands over the results of
+// frontend calls and answers the asks resume[] names, in that order, and
+// says what the stream follows. It runs under the thread's lock.
+func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*plan, error) {
+	core := h.o.Core
+	thread := in.ThreadID
+	// The snapshot is the conversation as it is before this run: what the
+	// run admits follows in it, and what its turn says follows in the
+	// stream (a fast turn may be over before the stream starts: read
+	// after, the snapshot would hold the reply the stream then repeats).
+	k, conv, inbox, err := h.known(ctx, thread)
+	if err != nil {
+		return nil, err
+	}
+	pl := &plan{callParts: map[string]string{}}
+
+	// What is new: user messages the session has under neither ID, tool
+	// messages for calls that wait for the client.
+	waiting, err := core.WaitingClientCalls(ctx, thread)
+	if err != nil {
+		return nil, err
+	}
+	type result struct {
+		callID, output string
+		failed         bool
+	}
+	var fresh []Message
+	var results []result
+	var system []string
+	lastKnown := ""
+	for _, m := range in.Messages {
+		switch m.Role {
+		case "user":
+			if id, ok := k.ours(m.ID); ok {
+				lastKnown = id
+				continue
+			}
+			fresh = append(fresh, m)
+		case "tool":
+			if _, ok := k.ours(m.ID); ok || !contains(waiting, m.ToolCallID) {
+				continue
+			}
+			out := toolContent(m.Content)
+			failed := m.Error != ""
+			if failed && out == "" {
+				out = m.Error
+			}
+			results = append(results, result{m.ToolCallID, out, failed})
+		case "system", "developer":
+			var s string
+			if json.Unmarshal(m.Content, &s) == nil && s != "" {
+				system = append(system, s)
+			}
+		}
+	}
+
+	// Asks: resume[] answers them; anything else while one waits is
+	// refused, as AG-UI says (the client must address every interrupt).
+	asks := map[string]string{} // request ID -> "permission" | "question"
+	for _, p := range core.Permissions() {
+		if p.SessionID == thread {
+			asks[p.ID] = "permission"
+		}
+	}
+	for _, q := range core.Questions() {
+		if q.SessionID == thread {
+			asks[q.ID] = "question"
+		}
+	}
+	answered := map[string]bool{}
+	for _, r := range in.Resume {
+		if _, ok := asks[r.InterruptID]; ok {
+			answered[r.InterruptID] = true
+		}
+	}
+	unanswered := len(asks) > len(answered)
+	if unanswered && (len(fresh) > 0 || len(results) > 0) {
+		var ids []string
+		for id := range asks {
+			if !answered[id] {
+				ids = append(ids, id)
+			}
+		}
+		pl.refuse = &inputError{code: "PENDING_INTERRUPT", message: "the thread has interrupts to answer first (resume[] with their IDs): " + strings.Join(ids, ", ")}
+		return pl, nil
+	}
+	for _, r := range in.Resume {
+		kind, ok := asks[r.InterruptID]
+		if !ok {
+			continue // answered already (a retried run), or never ours
+		}
+		if err := h.answer(ctx, kind, r); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range results {
+		if err := core.ToolResult(ctx, thread, r.callID, r.output, r.failed); err != nil {
+			return nil, err
+		}
+	}
+
+	if fwd.Abort {
+		if err := core.Abort(ctx, thread); err != nil {
+			return nil, err
+		}
+	}
+
+	busy := core.Status()[thread] == "busy"
+	if busy {
+		pl.parentRun = h.runOf(thread)
+	}
+	delivery := opencode.Queue
+	if fwd.Delivery == "steer" {
+		delivery = opencode.Steer
+	}
+	var tools []opencode.ClientTool
+	for _, t := range in.Tools {
+		tools = append(tools, opencode.ClientTool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	for i, m := range fresh {
+		content, _ := userContent(m.Content)
+		parts := userParts(content)
+		for j := range parts {
+			parts[j].ID = h.o.IDs.NewPart()
+		}
+		id := m.ID
+		if identifier.Check(identifier.Message, id) != nil {
+			id = h.o.IDs.NewMessage()
+			parts[0].Metadata = clientMeta(m.ID)
+		}
+		if i == len(fresh)-1 {
+			if p, ok := contextPart(in.Context); ok {
+				p.ID = h.o.IDs.NewPart()
+				parts = append(parts, p)
+			}
+		}
+		adm := &opencode.Input{ID: id, SessionID: thread, Delivery: delivery, Parts: parts,
+			System: strings.Join(system, "\n"), ClientTools: tools}
+		out, _, err := core.Admit(ctx, adm)
+		if err != nil {
+			return nil, err
+		}
+		pl.targets = append(pl.targets, out.ID)
+		inbox = append(inbox, out)
+	}
+	if len(fresh) > 0 && !busy {
+		h.setRun(thread, in.RunID)
+	}
+	for _, m := range conv {
+		for _, p := range m.Parts {
+			if p.Type == opencode.PartTool && p.CallID != "" {
+				pl.callParts[p.CallID] = p.ID
+			}
+		}
+	}
+	if len(fresh) == 0 && len(results) == 0 && len(answered) == 0 && !fwd.Abort && lastKnown != "" {
+		// Nothing new: the same run again. Its turn is replayed, so the
+		// snapshot ends with its message.
+		pl.targets = []string{lastKnown}
+		for i, m := range conv {
+			if m.Info.ID == lastKnown {
+				conv = conv[:i+1]
+				break
+			}
+		}
+	}
+	pl.snapshot = snapshot(conv, inbox)
+	return pl, nil
+}
+
+func contains(ids []string, id string) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// answer replies to one ask from its resume entry.
+func (h *Handler) answer(ctx context.Context, kind string, r ResumeEntry) error {
+	switch kind {
+	case "permission":
+		reply := "reject"
+		if r.Status == "resolved" {
+			var p struct {
+				Reply string `json:"reply"`
+			}
+			_ = json.Unmarshal(r.Payload, &p)
+			switch p.Reply {
+			case "", "once", "approve", "allow":
+				reply = "once"
+			case "always":
+				reply = "always"
+			case "reject", "deny":
+				reply = "reject"
+			default:
+				return badInput(`resume payload reply %q: a permission is answered "once", "always" or "reject"`, p.Reply)
+			}
+		}
+		return h.o.Core.ReplyPermission(ctx, r.InterruptID, reply)
+	default:
+		if r.Status == "cancelled" {
+			return h.o.Core.ReplyQuestion(ctx, r.InterruptID, nil, true)
+		}
+		var p struct {
+			Answers [][]string `json:"answers"`
+		}
+		if err := json.Unmarshal(r.Payload, &p); err != nil || p.Answers == nil {
+			return badInput("resume payload for a question: {answers: [[label, ...], ...]}, one list per question")
+		}
+		return h.o.Core.ReplyQuestion(ctx, r.InterruptID, p.Answers, false)
+	}
+}

@@ -1,0 +1,355 @@
+package agui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// errorKind is how a core error code goes out over AG-UI: the HTTP status
+// when it comes before the stream, the RUN_ERROR code within it.
+type errorKind struct {
+	status int
+	code   string
+}
+
+// errorTable is AG-UI's one table from the core's error codes.
+var errorTable = map[opencode.Code]errorKind{
+	opencode.EInvalid:      {http.StatusBadRequest, "INVALID_INPUT"},
+	opencode.EUnauthorized: {http.StatusUnauthorized, "UNAUTHORIZED"},
+	opencode.EForbidden:    {http.StatusForbidden, "FORBIDDEN"},
+	opencode.ENotFound:     {http.StatusNotFound, "NOT_FOUND"},
+	opencode.EMethod:       {http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
+	opencode.EConflict:     {http.StatusConflict, "CONFLICT"},
+	opencode.ERevoked:      {http.StatusConflict, "MESSAGE_REVOKED"},
+	opencode.EBusy:         {http.StatusConflict, "SESSION_BUSY"},
+	opencode.ETooLarge:     {http.StatusRequestEntityTooLarge, "TOO_LARGE"},
+	opencode.ETooMany:      {http.StatusTooManyRequests, "TOO_MANY_REQUESTS"},
+	opencode.EUnavailable:  {http.StatusServiceUnavailable, "UNAVAILABLE"},
+	opencode.EInternal:     {http.StatusInternalServerError, "INTERNAL"},
+}
+
+// classify maps any error to its kind and the message a client may see:
+// an internal error's cause goes to the log, not the client.
+func (h *Handler) classify(err error) (errorKind, string) {
+	var ie *inputError
+	if errors.As(err, &ie) {
+		return errorKind{ie.status, ie.code}, ie.message
+	}
+	var oe *opencode.Error
+	if !errors.As(err, &oe) {
+		oe = &opencode.Error{Code: opencode.EInternal, Cause: err}
+	}
+	k, ok := errorTable[oe.Code]
+	if !ok {
+		k = errorTable[opencode.EInternal]
+	}
+	if k.status >= 500 {
+		h.o.Logger.Error("agui: run failed", "err", err)
+		if oe.Code == opencode.EUnavailable {
+			return k, "The store cannot be reached now; retry the run"
+		}
+		return k, "Internal error"
+	}
+	return k, oe.Message
+}
+
+func (h *Handler) httpError(w http.ResponseWriter, err error) {
+	k, msg := h.classify(err)
+	w.Header().Set("Content-Type", "application/json")
+	if k.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(k.status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": k.code, "message": msg}})
+}
+
+// ServeHTTP serves POST /agui (the thread in the body).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.ServeThread(w, r, "") }
+
+// ServeThread serves a run; thread is the session of POST /agui/{id}
+// ("" for POST /agui).
+func (h *Handler) ServeThread(w http.ResponseWriter, r *http.Request, thread string) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		h.httpError(w, &opencode.Error{Code: opencode.EMethod, Message: "an AG-UI run is a POST"})
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			h.httpError(w, &inputError{413, "TOO_LARGE", fmt.Sprintf("the run is larger than %d bytes", maxBody)})
+			return
+		}
+		h.httpError(w, badInput("the body could not be read: %v", err))
+		return
+	}
+	in, err := DecodeInput(body)
+	if err != nil {
+		h.httpError(w, err)
+		return
+	}
+	if thread != "" && in.ThreadID != thread {
+		h.httpError(w, badInput("threadId %q is not the thread of the path (%s)", in.ThreadID, thread))
+		return
+	}
+	if identifier.Check(identifier.Session, in.ThreadID) != nil {
+		h.httpError(w, badInput("threadId %q is not a session ID: a thread is a session, and its ID is ours (ses_…, as POST /session gives; an unknown one in that format starts a new session)", in.ThreadID))
+		return
+	}
+	fwd, _ := in.forwarded()
+	enc := newEncoder(r.Header.Get("Accept"))
+	ctx := r.Context()
+
+	if _, err := h.o.Core.GetSession(ctx, in.ThreadID); err != nil {
+		var oe *opencode.Error
+		if !errors.As(err, &oe) || oe.Code != opencode.ENotFound {
+			h.httpError(w, err)
+			return
+		}
+		if _, _, err := h.o.Core.CreateSession(ctx, opencode.SessionOptions{ID: in.ThreadID, Directory: h.o.Directory}); err != nil {
+			h.httpError(w, err)
+			return
+		}
+	}
+
+	// Subscribed before anything is admitted or answered: what follows
+	// is all in the subscription, and the log before it is read.
+	sub := h.o.Core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == in.ThreadID && wanted(e) })
+	defer sub.Close()
+
+	unlock := h.lock(in.ThreadID)
+	pl, err := h.plan(ctx, in, fwd)
+	unlock()
+	if err != nil {
+		h.httpError(w, err)
+		return
+	}
+
+	w.Header().Set("Content-Type", enc.contentType())
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	var werr error
+	emit := func(ev event) {
+		if werr != nil {
+			return
+		}
+		if werr = enc.write(w, ev); werr == nil {
+			werr = rc.Flush()
+		}
+	}
+	start := event{"type": "RUN_STARTED", "threadId": in.ThreadID, "runId": in.RunID}
+	if pl.parentRun != "" && pl.parentRun != in.RunID {
+		start["parentRunId"] = pl.parentRun
+	} else if in.ParentRunID != "" {
+		start["parentRunId"] = in.ParentRunID
+	}
+	emit(start)
+	if pl.refuse != nil {
+		emit(event{"type": "RUN_ERROR", "message": pl.refuse.message, "code": pl.refuse.code})
+		return
+	}
+	emit(event{"type": "MESSAGES_SNAPSHOT", "messages": pl.snapshot})
+	emit(event{"type": "STATE_SNAPSHOT", "snapshot": h.state(ctx, in.ThreadID)})
+
+	mp := newMapper(emit)
+	for _, id := range pl.targets {
+		mp.targets[id] = true
+	}
+	for _, t := range in.Tools {
+		mp.clientTools[t.Name] = true
+	}
+	maps(pl.callParts, mp.callPart)
+	end := h.follow(ctx, in, pl, mp, sub)
+	h.end(ctx, in, mp, end, emit)
+	if werr != nil && !errors.Is(werr, context.Canceled) {
+		h.o.Logger.Debug("agui: the client left the run", "thread", in.ThreadID, "run", in.RunID, "err", werr)
+	}
+}
+
+func maps(from, to map[string]string) {
+	for k, v := range from {
+		to[k] = v
+	}
+}
+
+// follow streams the run's events until it ends: from the log (the
+// run's first message's delivery on, or its admission while it waits),
+// then live.
+func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *mapper, sub *eventbus.Subscription) ending {
+	core := h.o.Core
+	if len(pl.targets) > 0 {
+		first, err := core.Input(ctx, in.ThreadID, pl.targets[0])
+		if err != nil {
+			mp.failure = &opencode.EventError{Type: "NOT_FOUND", Message: err.Error()}
+			return endError
+		}
+		// From the admission on: what comes before the first message's
+		// delivery (another turn's end) is skipped while the run waits.
+		from := max(first.AdmittedSeq-1, 0)
+		mp.waiting = true
+		for {
+			evs, err := core.Events(ctx, in.ThreadID, from, 500)
+			if err != nil {
+				mp.failure = &opencode.EventError{Type: "UNAVAILABLE", Message: "the session's log could not be read"}
+				return endError
+			}
+			for _, e := range evs {
+				if end := mp.add(e, true); end != goOn {
+					return end
+				}
+				from = e.Seq
+			}
+			if len(evs) < 500 {
+				break
+			}
+		}
+	}
+	// Caught up with the log: is the turn still running?
+	if end := h.settled(ctx, in.ThreadID, mp, sub); end != goOn {
+		return end
+	}
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case e, ok := <-sub.C:
+			if !ok {
+				mp.failure = &opencode.EventError{Type: "UNAVAILABLE", Message: "the run's stream fell behind and was stopped; run again to catch up"}
+				return endError
+			}
+			end := mp.add(e, false)
+			sub.Ack(e.Pos)
+			if end != goOn {
+				return end
+			}
+		case <-heartbeat.C:
+			// Nothing to send: AG-UI has no keep-alive event; the
+			// settled check covers a turn whose end we cannot see.
+			if end := h.settled(ctx, in.ThreadID, mp, sub); end != goOn {
+				return end
+			}
+		case <-ctx.Done():
+			return goOn // the client left: its run goes on in the core
+		case <-h.o.Done:
+			mp.failure = &opencode.EventError{Type: "UNAVAILABLE", Message: "the server is shutting down; run again to catch up"}
+			return endError
+		}
+	}
+}
+
+// settled checks the session now, for a run caught up with the log: an
+// ask waiting ends the run with an interrupt, frontend calls waiting with
+// their IDs, an idle session (the turn is over) with the turn's outcome.
+func (h *Handler) settled(ctx context.Context, thread string, mp *mapper, sub *eventbus.Subscription) ending {
+	if mp.waiting {
+		return goOn // the run's message waits behind another turn
+	}
+	for _, p := range h.o.Core.Permissions() {
+		if p.SessionID == thread {
+			mp.interrupt = append(mp.interrupt, permissionInterrupt(p))
+		}
+	}
+	for _, q := range h.o.Core.Questions() {
+		if q.SessionID == thread {
+			mp.interrupt = append(mp.interrupt, questionInterrupt(q))
+		}
+	}
+	if len(mp.interrupt) > 0 {
+		return endInterrupt
+	}
+	if ids, err := h.o.Core.WaitingClientCalls(ctx, thread); err == nil && len(ids) > 0 {
+		for _, id := range ids {
+			if c := mp.calls[id]; c != nil {
+				c.called, c.client = true, true
+			}
+		}
+		if len(mp.pending()) > 0 || len(mp.calls) == 0 {
+			return endPending
+		}
+	}
+	if st := h.o.Core.Status()[thread]; st == "" || st == "idle" {
+		// The core says idle only once the turn's last events are on the
+		// bus: they are in the subscription, and are sent first.
+		for {
+			select {
+			case e, ok := <-sub.C:
+				if !ok {
+					return mp.turnEnded()
+				}
+				end := mp.add(e, false)
+				sub.Ack(e.Pos)
+				if end != goOn {
+					return end
+				}
+			default:
+				return mp.turnEnded()
+			}
+		}
+	}
+	return goOn
+}
+
+// end writes the run's last events.
+func (h *Handler) end(ctx context.Context, in *RunAgentInput, mp *mapper, end ending, emit func(event)) {
+	if end == goOn {
+		return // the client is gone
+	}
+	mp.finish()
+	fin := event{"type": "RUN_FINISHED", "threadId": in.ThreadID, "runId": in.RunID}
+	switch end {
+	case endSuccess:
+		fin["outcome"] = event{"type": "success"}
+	case endPending:
+		ids, _ := h.o.Core.WaitingClientCalls(ctx, in.ThreadID)
+		if len(ids) == 0 {
+			ids = mp.pending()
+		}
+		slices.Sort(ids)
+		out := event{"type": "success"}
+		if len(ids) > 0 {
+			out["pendingToolCallIds"] = ids
+		}
+		fin["outcome"] = out
+	case endInterrupt:
+		fin["outcome"] = event{"type": "interrupt", "interrupts": mp.interrupt}
+	case endCancelled:
+		fin["outcome"] = event{"type": "cancelled"}
+	case endError:
+		code, msg := "RUN_FAILED", "the run failed"
+		if mp.failure != nil {
+			msg = mp.failure.Message
+			if mp.failure.Type != "" {
+				code = mp.failure.Type
+			}
+		}
+		emit(event{"type": "RUN_ERROR", "message": msg, "code": code})
+		return
+	}
+	emit(fin)
+}
+
+// state is the session's state as AG-UI's STATE_SNAPSHOT carries it.
+func (h *Handler) state(ctx context.Context, thread string) map[string]any {
+	todos, err := h.o.Core.Todos(ctx, thread)
+	if err != nil || todos == nil {
+		todos = []opencode.Todo{}
+	}
+	status := h.o.Core.Status()[thread]
+	if status == "" {
+		status = "idle"
+	}
+	return map[string]any{"todos": todos, "status": status}
+}
