@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -433,14 +434,10 @@ func aguiStale(dir string) string {
 	if err != nil {
 		return err.Error()
 	}
-	paths := slices.Sorted(func(yield func(string) bool) {
-		for p := range lock {
-			if strings.HasPrefix(p, "node_modules/") && !yield(p) {
-				return
-			}
+	for _, p := range slices.Sorted(maps.Keys(lock)) {
+		if !strings.HasPrefix(p, "node_modules/") {
+			continue
 		}
-	})
-	for _, p := range paths {
 		var pkg struct {
 			Version string `json:"version"`
 		}
@@ -847,7 +844,7 @@ func checkAGUIRepeats(t *testing.T, r aguiReport) {
 		// The repeat replays the turn its messages made.
 		text, ids := aguiText(run)
 		otext, oids := aguiText(o)
-		if !slices.Equal(ids, oids) || !mapsEqual(text, otext) {
+		if !slices.Equal(ids, oids) || !maps.Equal(text, otext) {
 			t.Errorf("run %s: streamed text messages %q %q, want the %s run's %q %q", name, ids, text, orig, oids, otext)
 		}
 	}
@@ -861,18 +858,6 @@ func jsonEqual(a, b json.RawMessage) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // aguiCalls is the tool calls a run streamed, by call ID: name and args.
@@ -1126,7 +1111,7 @@ func checkAGUIProto(t *testing.T, r aguiReport) {
 	}
 	text, ids := aguiText(run)
 	rtext, rids := aguiText(replay)
-	if !slices.Equal(ids, rids) || !mapsEqual(text, rtext) {
+	if !slices.Equal(ids, rids) || !maps.Equal(text, rtext) {
 		t.Errorf("the protobuf run streamed %q %q, its SSE replay %q %q", ids, text, rids, rtext)
 	}
 }
