@@ -18,6 +18,7 @@ import (
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
+	"github.com/opencode-server/opencode-server/provider/scripted"
 )
 
 type ev map[string]any
@@ -215,6 +216,9 @@ func user(id, content string) map[string]any {
 }
 
 func input(thread, runID string, msgs ...any) map[string]any {
+	if msgs == nil {
+		msgs = []any{}
+	}
 	return map[string]any{"threadId": thread, "runId": runID, "messages": msgs, "tools": []any{}, "context": []any{},
 		"state": map[string]any{}, "forwardedProps": map[string]any{}}
 }
@@ -518,3 +522,103 @@ func TestProtobufRun(t *testing.T) {
 		t.Errorf("text %q over protobuf: %v", got, types(evs))
 	}
 }
+
+// failing answers every model request with a 400 (no retry).
+func failing(req stubmodel.Request) stubmodel.Response {
+	if strings.Contains(req.LastUserText(), "fail") {
+		return stubmodel.Response{Status: 400, ErrorMessage: "the model refused"}
+	}
+	return stubmodel.Directives(req)
+}
+
+// TestFailureAndAbort: a turn whose model call fails ends the run with
+// RUN_ERROR and a code; forwardedProps.abort aborts a running turn, whose
+// run ends cancelled; closing a stream aborts nothing.
+func TestFailureAndAbort(t *testing.T) {
+	stub := stubmodel.NewServer(t, failing, stubmodel.WithChunks(40), stubmodel.WithDelay(50*time.Millisecond))
+	cfg := &config.File{Model: "stub/" + stubmodel.ModelID, Provider: map[string]config.ProviderConfig{
+		"stub": {NPM: "@ai-sdk/openai-compatible", Name: "Stub", Options: config.ProviderOptions{BaseURL: stub.URL(), APIKey: "k"},
+			Models: map[string]config.ModelConfig{stubmodel.ModelID: {Name: "Stub Model"}}},
+	}}
+	srv := testserver.Start(t, testserver.Options{Config: cfg})
+	defer srv.Stop()
+	thread := identifier.NewSession()
+	_, evs, raw := run(t, srv.URL, input(thread, "f1", user("u1", "please fail")))
+	last := evs[len(evs)-1]
+	if last.s("type") != "RUN_ERROR" || last.s("code") == "" || last.s("message") == "" {
+		t.Fatalf("a failed turn ends %v\n%s", last, raw)
+	}
+
+	// A slow reply: the client leaves at once; the turn goes on.
+	b, _ := json.Marshal(input(thread, "s1", user("u2", "a long answer please")))
+	resp, err := client.Post(srv.URL+"/agui", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Manager.Status()[thread] != "busy" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if srv.Manager.Status()[thread] != "busy" {
+		t.Fatal("the turn is not running after its client left")
+	}
+	abort := input(thread, "a1")
+	abort["forwardedProps"] = map[string]any{"abort": true}
+	_, evs, raw = run(t, srv.URL, abort)
+	last = evs[len(evs)-1]
+	out, _ := last["outcome"].(map[string]any)
+	if last.s("type") != "RUN_FINISHED" || out["type"] != "cancelled" {
+		t.Errorf("the aborting run ends %v, want cancelled\n%s", last, raw)
+	}
+	if st := srv.Manager.Status()[thread]; st == "busy" {
+		t.Errorf("the session is still %s after the abort", st)
+	}
+}
+
+// TestSteer: a run posted with delivery steer while a turn runs joins it:
+// its stream starts with the running run as parentRunId, shows the steer's
+// user message where the model got it, and the rest of that one turn.
+func TestSteer(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scriptedSlow()})
+	defer srv.Stop()
+	thread := identifier.NewSession()
+	first := make(chan []ev, 1)
+	go func() {
+		_, evs, _ := run(t, srv.URL, input(thread, "r1", user("u1", "first question")))
+		first <- evs
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Manager.Status()[thread] != "busy" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	body := input(thread, "r2", user("u2", "and steer"))
+	body["forwardedProps"] = map[string]any{"delivery": "steer"}
+	_, evs, raw := run(t, srv.URL, body)
+	if p := evs[0].s("parentRunId"); p != "r1" {
+		t.Errorf("parentRunId %q, want r1", p)
+	}
+	snap := evs[1]["messages"].([]any)
+	if last := snap[len(snap)-1].(map[string]any); last["content"] != "and steer" {
+		t.Errorf("the steer's run's snapshot ends with %v, want the steer (admitted, pending)\n%s", last, raw)
+	}
+	if got := text(evs, "assistant"); !strings.Contains(got, "and steer") {
+		t.Errorf("the answer to the steer %q", got)
+	}
+	evs1 := <-first
+	if got := text(evs1, "user"); got != "and steer" {
+		t.Errorf("the running run does not show the steer delivered into it: %q", got)
+	}
+	msgs := messages(t, srv.URL, thread)
+	if len(msgs) != 4 {
+		t.Errorf("%d messages, want 4 (one turn: user, reply, steer, reply)", len(msgs))
+	}
+}
+
+// scriptedSlow streams its echo in 30 chunks 40 ms apart: a turn that
+// runs long enough to be steered.
+func scriptedSlow() scripted.Config { return scripted.Config{Chunks: 30, Delay: 40 * time.Millisecond} }

@@ -74,6 +74,7 @@ type mapper struct {
 	callPart  map[string]string // call ID -> tool part ID
 	steps     []string          // open steps, by assistant message ID
 	failure   *opencode.EventError
+	aborted   bool
 	interrupt []event
 }
 
@@ -218,9 +219,14 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 		return goOn
 	}
 	switch e.Type {
+	case opencode.EvSessionError:
+		p, _ := data[opencode.SessionError](e)
+		if p.Error != nil && p.Error.Name == "MessageAbortedError" {
+			mp.aborted = true
+		}
 	case opencode.EvStepStarted:
 		p, _ := data[opencode.StepStarted](e)
-		mp.failure = nil
+		mp.failure, mp.aborted = nil, false
 		mp.openStep(p.AssistantMessageID)
 	case opencode.EvStepEnded:
 		p, _ := data[opencode.StepEnded](e)
@@ -371,14 +377,20 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 
 // turnEnded is how the run ends when its turn is over.
 func (mp *mapper) turnEnded() ending {
+	// An abort fails the running step as "interrupted" (a restart's too)
+	// and says MessageAbortedError live.
+	if mp.aborted || (mp.failure != nil && mp.failure.Message == interrupted) {
+		return endCancelled
+	}
 	if mp.failure != nil {
-		if mp.failure.Message == "Aborted" || strings.Contains(strings.ToLower(mp.failure.Type), "abort") {
-			return endCancelled
-		}
 		return endError
 	}
 	return endSuccess
 }
+
+// interrupted is the step failure the core writes for an interrupted
+// model call (lifecycle's interruptedStep).
+const interrupted = "Provider turn interrupted"
 
 func (mp *mapper) startText(id, msgID string, replay bool) *streamed {
 	if t := mp.texts[id]; t != nil {
