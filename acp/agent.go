@@ -162,25 +162,10 @@ func decode(params json.RawMessage, v any) error {
 	return nil
 }
 
-// rpcCodes is the one table from the core's error codes to JSON-RPC's
-// (as routes keeps one from them to HTTP). Codes it lacks (EInternal) are
-// internal errors: conn.reply logs their cause and answers a generic
-// -32603, never their text.
-var rpcCodes = map[opencode.Code]int{
-	opencode.EInvalid:      codeInvalidParams,
-	opencode.EConflict:     codeInvalidParams,
-	opencode.ERevoked:      codeInvalidParams,
-	opencode.EBusy:         codeInvalidParams,
-	opencode.ETooLarge:     codeInvalidParams,
-	opencode.EForbidden:    codeInvalidParams,
-	opencode.ENotFound:     codeNotFound,
-	opencode.EMethod:       codeMethodNotFound,
-	opencode.EUnauthorized: codeAuthRequired,
-	opencode.EUnavailable:  codeUnavailable,
-	opencode.ETooMany:      codeUnavailable,
-}
-
-// coreError maps a core error to JSON-RPC by rpcCodes. A store that cannot
+// coreError maps a core error to JSON-RPC by the JSON-RPC column of the
+// one error table (opencode.Kinds); a code without one (EInternal) is an
+// internal error: conn.reply logs its cause and answers a generic -32603,
+// never its text. A store that cannot
 // be reached now, or too many requests, is codeUnavailable with
 // data.retryable (and data.retryAfter, seconds): the same request may
 // succeed later. Anything else is left for conn.reply to log.
@@ -189,8 +174,8 @@ func coreError(err error) error {
 	if !errors.As(err, &oe) {
 		return err
 	}
-	code, ok := rpcCodes[oe.Code]
-	if !ok {
+	code := opencode.KindOf(oe.Code).RPC
+	if code == 0 {
 		return err
 	}
 	re := &rpcError{Code: code, Message: oe.Message}

@@ -24,21 +24,23 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // JSON-RPC error codes.
 const (
 	codeParse          = -32700
 	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
+	codeMethodNotFound = opencode.RPCMethodNotFound
+	codeInvalidParams  = opencode.RPCInvalidParams
 	codeInternal       = -32603
 	codeCancelled      = -32800
-	codeAuthRequired   = -32000 // ACP's authentication required
-	codeNotFound       = -32002 // ACP's resource not found
+	codeAuthRequired   = opencode.RPCAuthRequired // ACP's authentication required
+	codeNotFound       = opencode.RPCNotFound     // ACP's resource not found
 	// codeUnavailable: the request may succeed if sent again later (the
 	// store cannot be written now); data.retryable says so.
-	codeUnavailable = -32001
+	codeUnavailable = opencode.RPCUnavailable
 )
 
 // internalMessage is all a client learns of an internal error; its cause

@@ -15,27 +15,11 @@ import (
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
-// errorKind is how a core error code goes out over AG-UI: the HTTP status
-// when it comes before the stream, the RUN_ERROR code within it.
+// errorKind is how an error goes out over AG-UI: the HTTP status when it
+// comes before the stream, the RUN_ERROR code within it.
 type errorKind struct {
 	status int
 	code   string
-}
-
-// errorTable is AG-UI's one table from the core's error codes.
-var errorTable = map[opencode.Code]errorKind{
-	opencode.EInvalid:      {http.StatusBadRequest, "INVALID_INPUT"},
-	opencode.EUnauthorized: {http.StatusUnauthorized, "UNAUTHORIZED"},
-	opencode.EForbidden:    {http.StatusForbidden, "FORBIDDEN"},
-	opencode.ENotFound:     {http.StatusNotFound, "NOT_FOUND"},
-	opencode.EMethod:       {http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
-	opencode.EConflict:     {http.StatusConflict, "CONFLICT"},
-	opencode.ERevoked:      {http.StatusConflict, "MESSAGE_REVOKED"},
-	opencode.EBusy:         {http.StatusConflict, "SESSION_BUSY"},
-	opencode.ETooLarge:     {http.StatusRequestEntityTooLarge, "TOO_LARGE"},
-	opencode.ETooMany:      {http.StatusTooManyRequests, "TOO_MANY_REQUESTS"},
-	opencode.EUnavailable:  {http.StatusServiceUnavailable, "UNAVAILABLE"},
-	opencode.EInternal:     {http.StatusInternalServerError, "INTERNAL"},
 }
 
 // classify maps any error to its kind and the message a client may see:
@@ -49,10 +33,8 @@ func (h *Handler) classify(err error) (errorKind, string) {
 	if !errors.As(err, &oe) {
 		oe = &opencode.Error{Code: opencode.EInternal, Cause: err}
 	}
-	k, ok := errorTable[oe.Code]
-	if !ok {
-		k = errorTable[opencode.EInternal]
-	}
+	kind := opencode.KindOf(oe.Code) // the one table: its HTTP and AG-UI columns
+	k := errorKind{kind.HTTP, kind.AGUI}
 	if k.status >= 500 {
 		h.o.Logger.Error("agui: run failed", "err", err)
 		if oe.Code == opencode.EUnavailable {

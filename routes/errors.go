@@ -33,32 +33,6 @@ func missingKey(kind, field string) *opencode.Error {
 	return badRequest(kind, field, "Missing key\n  at [\""+field+"\"]")
 }
 
-// errorKind is how one error code goes out: its HTTP status, its name in
-// the v1 shape {name, data:{message}} and its tag in the v2 shape
-// {_tag, message, ...}.
-type errorKind struct {
-	status int
-	v1, v2 string
-}
-
-// errorTable is the one table from error codes to responses (as wtf keeps
-// one codes map). A v2 not-found names what was not found (Session…,
-// Message…), as OpenCode's tags do; a revoked input is a v2 conflict.
-var errorTable = map[opencode.Code]errorKind{
-	opencode.EInvalid:      {http.StatusBadRequest, "BadRequest", "InvalidRequestError"},
-	opencode.EUnauthorized: {http.StatusUnauthorized, "UnauthorizedError", "UnauthorizedError"},
-	opencode.EForbidden:    {http.StatusForbidden, "ForbiddenError", "ForbiddenError"},
-	opencode.ENotFound:     {http.StatusNotFound, "NotFoundError", "NotFoundError"},
-	opencode.EMethod:       {http.StatusMethodNotAllowed, "MethodNotAllowedError", "MethodNotAllowedError"},
-	opencode.EConflict:     {http.StatusConflict, "ConflictError", "ConflictError"},
-	opencode.ERevoked:      {http.StatusConflict, "MessageRevokedError", "ConflictError"},
-	opencode.EBusy:         {http.StatusConflict, "SessionBusyError", "SessionBusyError"},
-	opencode.ETooLarge:     {http.StatusRequestEntityTooLarge, "PayloadTooLargeError", "PayloadTooLargeError"},
-	opencode.ETooMany:      {http.StatusTooManyRequests, "TooManyRequestsError", "TooManyRequestsError"},
-	opencode.EUnavailable:  {http.StatusServiceUnavailable, "ServiceUnavailableError", "ServiceUnavailableError"},
-	opencode.EInternal:     {http.StatusInternalServerError, "UnknownError", "UnknownError"},
-}
-
 // writeError maps err to the route family's error shape. It is the only
 // place errors become responses; 5xx causes go to the log, not the client.
 func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Logger, err error) {
@@ -75,15 +49,12 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 				Message: "The store cannot be reached or written now; retry the request"}
 		}
 	}
-	k, ok := errorTable[oe.Code]
-	if !ok {
-		k = errorTable[opencode.EInternal]
-	}
+	k := opencode.KindOf(oe.Code) // the one table (opencode.Kinds): HTTP, v1, v2 columns
 	msg := oe.Message
-	if k.status == http.StatusServiceUnavailable {
+	if k.HTTP == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(max(oe.RetryAfter, 1)))
 	}
-	if k.status >= 500 {
+	if k.HTTP >= 500 {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		if oe.Code == opencode.EInternal || msg == "" {
 			msg = "Unexpected server error. Check server logs for details."
@@ -91,7 +62,7 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 	}
 	if oe.Code == opencode.EBusy {
 		// OpenCode answers this one in the tagged shape on every route.
-		writeJSON(w, k.status, map[string]any{"_tag": k.v2, "sessionID": oe.SessionID, "message": msg})
+		writeJSON(w, k.HTTP, map[string]any{"_tag": k.V2, "sessionID": oe.SessionID, "message": msg})
 		return
 	}
 	if fam == v1 {
@@ -99,10 +70,10 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 		if oe.Kind != "" {
 			data["kind"] = oe.Kind
 		}
-		writeJSON(w, k.status, map[string]any{"name": k.v1, "data": data})
+		writeJSON(w, k.HTTP, map[string]any{"name": k.V1, "data": data})
 		return
 	}
-	body := map[string]any{"_tag": k.v2, "message": msg}
+	body := map[string]any{"_tag": k.V2, "message": msg}
 	if oe.Kind != "" {
 		body["kind"] = oe.Kind
 	}
@@ -131,5 +102,5 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 			body["resource"] = oe.Resource
 		}
 	}
-	writeJSON(w, k.status, body)
+	writeJSON(w, k.HTTP, body)
 }

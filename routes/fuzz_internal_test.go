@@ -45,7 +45,7 @@ func FuzzCheckDepth(f *testing.F) {
 		err := checkDepth(b)
 		if err != nil {
 			var oe *opencode.Error
-			if !errors.As(err, &oe) || errorTable[oe.Code].status != 400 || oe.Message == "" {
+			if !errors.As(err, &oe) || opencode.KindOf(oe.Code).HTTP != 400 || oe.Message == "" {
 				t.Fatalf("checkDepth error %#v", err)
 			}
 		}
@@ -103,7 +103,7 @@ func FuzzDecodePrompt(f *testing.F) {
 		}
 		if err != nil {
 			var oe *opencode.Error
-			if !errors.As(err, &oe) || errorTable[oe.Code].status < 400 || errorTable[oe.Code].status > 499 || oe.Message == "" {
+			if !errors.As(err, &oe) || opencode.KindOf(oe.Code).HTTP < 400 || opencode.KindOf(oe.Code).HTTP > 499 || oe.Message == "" {
 				t.Fatalf("error %#v for %q", err, b)
 			}
 		}
