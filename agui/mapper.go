@@ -41,12 +41,15 @@ const (
 // sends nothing until it ends, then the whole text: its earlier deltas
 // were never seen, so sending the later ones would garble it.
 type streamed struct {
-	msgID   string
-	sent    strings.Builder
-	catchUp bool
+	msgID     string // the AG-UI messageId: the assistant's, or the reasoning part's
+	stepID    string // the step (assistant message) it belongs to
+	reasoning bool
+	sent      strings.Builder
+	catchUp   bool
 }
 
 type callState struct {
+	id      string
 	name    string
 	msgID   string
 	args    streamed
@@ -68,8 +71,7 @@ type mapper struct {
 	clientTools map[string]bool
 
 	lastSeq   int64
-	texts     map[string]*streamed // by text part ID
-	reasoning map[string]*streamed // by reasoning part ID
+	streams   map[string]*streamed // texts and reasoning, by part ID
 	calls     map[string]*callState
 	callPart  map[string]string // call ID -> tool part ID
 	steps     []string          // open steps, by assistant message ID
@@ -80,7 +82,7 @@ type mapper struct {
 
 func newMapper(emit func(event)) *mapper {
 	return &mapper{emit: emit, targets: map[string]bool{}, clientTools: map[string]bool{},
-		texts: map[string]*streamed{}, reasoning: map[string]*streamed{}, calls: map[string]*callState{},
+		streams: map[string]*streamed{}, calls: map[string]*callState{},
 		callPart: map[string]string{}}
 }
 
@@ -108,34 +110,17 @@ func (mp *mapper) closeStep(msgID string) {
 // closeStreams ends what is still open of a step's texts, reasoning and
 // calls ("" : of every step): a run never finishes with one open.
 func (mp *mapper) closeStreams(msgID string) {
-	for id, t := range mp.texts {
-		if msgID == "" || t.msgID == msgID {
-			mp.emit(event{"type": "TEXT_MESSAGE_END", "messageId": t.msgID})
-			delete(mp.texts, id)
-		}
-	}
-	for id, r := range mp.reasoning {
-		if msgID == "" || r.msgID == msgID {
-			mp.emit(event{"type": "REASONING_MESSAGE_END", "messageId": id})
-			mp.emit(event{"type": "REASONING_END", "messageId": id})
-			delete(mp.reasoning, id)
+	for id, st := range mp.streams {
+		if msgID == "" || st.stepID == msgID {
+			mp.endStream(id, st, "")
 		}
 	}
 	for _, c := range mp.calls {
 		if c.started && !c.ended && (msgID == "" || c.msgID == msgID) {
 			c.ended = true
-			mp.emit(event{"type": "TOOL_CALL_END", "toolCallId": callIDOf(mp, c)})
+			mp.emit(event{"type": "TOOL_CALL_END", "toolCallId": c.id})
 		}
 	}
-}
-
-func callIDOf(mp *mapper, c *callState) string {
-	for id, x := range mp.calls {
-		if x == c {
-			return id
-		}
-	}
-	return ""
 }
 
 // finish closes every open stream and step.
@@ -162,7 +147,7 @@ func (mp *mapper) pending() []string {
 		}
 		client = append(client, id)
 	}
-	if len(mp.texts) > 0 || len(mp.reasoning) > 0 {
+	if len(mp.streams) > 0 {
 		return nil
 	}
 	return client
@@ -238,43 +223,22 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 		mp.failure = &f
 	case opencode.EvTextStarted:
 		p, _ := data[opencode.TextStarted](e)
-		mp.openStep(p.AssistantMessageID)
-		mp.startText(p.TextID, p.AssistantMessageID, replay)
+		mp.startStream(p.TextID, p.AssistantMessageID, false, replay)
 	case opencode.EvTextDelta:
 		p, _ := data[opencode.TextDelta](e)
-		if t := mp.texts[p.TextID]; t != nil && !t.catchUp {
-			t.sent.WriteString(p.Delta)
-			mp.emit(event{"type": "TEXT_MESSAGE_CONTENT", "messageId": t.msgID, "delta": p.Delta})
-		}
+		mp.streamDelta(p.TextID, p.Delta)
 	case opencode.EvTextEnded:
 		p, _ := data[opencode.TextEnded](e)
-		mp.openStep(p.AssistantMessageID)
-		t := mp.startText(p.TextID, p.AssistantMessageID, replay)
-		if rest, ok := strings.CutPrefix(p.Text, t.sent.String()); ok && rest != "" {
-			mp.emit(event{"type": "TEXT_MESSAGE_CONTENT", "messageId": t.msgID, "delta": rest})
-		}
-		mp.emit(event{"type": "TEXT_MESSAGE_END", "messageId": t.msgID})
-		delete(mp.texts, p.TextID)
+		mp.endStream(p.TextID, mp.startStream(p.TextID, p.AssistantMessageID, false, replay), p.Text)
 	case opencode.EvReasoningStarted:
 		p, _ := data[opencode.ReasoningStarted](e)
-		mp.openStep(p.AssistantMessageID)
-		mp.startReasoning(p.ReasoningID, p.AssistantMessageID, replay)
+		mp.startStream(p.ReasoningID, p.AssistantMessageID, true, replay)
 	case opencode.EvReasoningDelta:
 		p, _ := data[opencode.ReasoningDelta](e)
-		if r := mp.reasoning[p.ReasoningID]; r != nil && !r.catchUp {
-			r.sent.WriteString(p.Delta)
-			mp.emit(event{"type": "REASONING_MESSAGE_CONTENT", "messageId": p.ReasoningID, "delta": p.Delta})
-		}
+		mp.streamDelta(p.ReasoningID, p.Delta)
 	case opencode.EvReasoningEnded:
 		p, _ := data[opencode.ReasoningEnded](e)
-		mp.openStep(p.AssistantMessageID)
-		r := mp.startReasoning(p.ReasoningID, p.AssistantMessageID, replay)
-		if rest, ok := strings.CutPrefix(p.Text, r.sent.String()); ok && rest != "" {
-			mp.emit(event{"type": "REASONING_MESSAGE_CONTENT", "messageId": p.ReasoningID, "delta": rest})
-		}
-		mp.emit(event{"type": "REASONING_MESSAGE_END", "messageId": p.ReasoningID})
-		mp.emit(event{"type": "REASONING_END", "messageId": p.ReasoningID})
-		delete(mp.reasoning, p.ReasoningID)
+		mp.endStream(p.ReasoningID, mp.startStream(p.ReasoningID, p.AssistantMessageID, true, replay), p.Text)
 	case opencode.EvToolInputStarted:
 		p, _ := data[opencode.ToolInputStarted](e)
 		mp.openStep(p.AssistantMessageID)
@@ -392,32 +356,60 @@ func (mp *mapper) turnEnded() ending {
 // model call (lifecycle's interruptedStep).
 const interrupted = "Provider turn interrupted"
 
-func (mp *mapper) startText(id, msgID string, replay bool) *streamed {
-	if t := mp.texts[id]; t != nil {
-		return t
+// startStream opens a text (its AG-UI message is the assistant's) or a
+// reasoning part (its own) in its step, once.
+func (mp *mapper) startStream(partID, stepID string, reasoning, replay bool) *streamed {
+	if st := mp.streams[partID]; st != nil {
+		return st
 	}
-	t := &streamed{msgID: msgID, catchUp: replay}
-	mp.texts[id] = t
-	mp.emit(event{"type": "TEXT_MESSAGE_START", "messageId": msgID, "role": "assistant"})
-	return t
+	mp.openStep(stepID)
+	st := &streamed{msgID: stepID, stepID: stepID, reasoning: reasoning, catchUp: replay}
+	mp.streams[partID] = st
+	if reasoning {
+		st.msgID = partID
+		mp.emit(event{"type": "REASONING_START", "messageId": partID})
+		mp.emit(event{"type": "REASONING_MESSAGE_START", "messageId": partID, "role": "reasoning"})
+	} else {
+		mp.emit(event{"type": "TEXT_MESSAGE_START", "messageId": stepID, "role": "assistant"})
+	}
+	return st
 }
 
-func (mp *mapper) startReasoning(id, msgID string, replay bool) *streamed {
-	if r := mp.reasoning[id]; r != nil {
-		return r
+func (st *streamed) content() string {
+	if st.reasoning {
+		return "REASONING_MESSAGE_CONTENT"
 	}
-	r := &streamed{msgID: msgID, catchUp: replay}
-	mp.reasoning[id] = r
-	mp.emit(event{"type": "REASONING_START", "messageId": id})
-	mp.emit(event{"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"})
-	return r
+	return "TEXT_MESSAGE_CONTENT"
+}
+
+func (mp *mapper) streamDelta(partID, delta string) {
+	if st := mp.streams[partID]; st != nil && !st.catchUp && delta != "" {
+		st.sent.WriteString(delta)
+		mp.emit(event{"type": st.content(), "messageId": st.msgID, "delta": delta})
+	}
+}
+
+// endStream sends what is left of text (all of it when the run attached
+// after the stream began) and ends the stream.
+func (mp *mapper) endStream(partID string, st *streamed, text string) {
+	if rest, ok := strings.CutPrefix(text, st.sent.String()); ok && rest != "" {
+		mp.emit(event{"type": st.content(), "messageId": st.msgID, "delta": rest})
+	}
+	if st.reasoning {
+		mp.emit(event{"type": "REASONING_MESSAGE_END", "messageId": st.msgID})
+		mp.emit(event{"type": "REASONING_END", "messageId": st.msgID})
+	} else {
+		mp.emit(event{"type": "TEXT_MESSAGE_END", "messageId": st.msgID})
+	}
+	delete(mp.streams, partID)
 }
 
 func (mp *mapper) startCall(callID, name, msgID string, replay bool) *callState {
 	if c := mp.calls[callID]; c != nil {
 		return c
 	}
-	c := &callState{name: name, msgID: msgID, client: mp.clientTools[name], started: true}
+	mp.openStep(msgID)
+	c := &callState{id: callID, name: name, msgID: msgID, client: mp.clientTools[name], started: true}
 	c.args.catchUp = replay
 	mp.calls[callID] = c
 	mp.emit(event{"type": "TOOL_CALL_START", "toolCallId": callID, "toolCallName": name, "parentMessageId": msgID})
