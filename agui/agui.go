@@ -108,6 +108,16 @@ func (h *Handler) setRun(thread, run string) {
 	h.mu.Unlock()
 }
 
+// doneRun forgets a thread's run once its turn is over, so the map holds
+// only running turns.
+func (h *Handler) doneRun(thread, run string) {
+	h.mu.Lock()
+	if h.runs[thread] == run {
+		delete(h.runs, thread)
+	}
+	h.mu.Unlock()
+}
+
 func (h *Handler) runOf(thread string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -156,6 +156,9 @@ func (h *Handler) ServeThread(w http.ResponseWriter, r *http.Request, thread str
 	maps(pl.callParts, mp.callPart)
 	end := h.follow(ctx, in, pl, mp, sub)
 	h.end(ctx, in, mp, end, emit)
+	if end == endSuccess || end == endCancelled || end == endError {
+		h.doneRun(in.ThreadID, in.RunID) // its turn is over
+	}
 	if werr != nil && !errors.Is(werr, context.Canceled) {
 		h.o.Logger.Debug("agui: the client left the run", "thread", in.ThreadID, "run", in.RunID, "err", werr)
 	}
