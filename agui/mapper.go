@@ -2,6 +2,7 @@ package agui
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -70,14 +71,16 @@ type mapper struct {
 	waiting     bool
 	clientTools map[string]bool
 
-	lastSeq   int64
-	streams   map[string]*streamed // texts and reasoning, by part ID
-	calls     map[string]*callState
-	callPart  map[string]string // call ID -> tool part ID
-	steps     []string          // open steps, by assistant message ID
-	failure   *opencode.EventError
-	aborted   bool
-	interrupt []event
+	lastSeq  int64
+	streams  map[string]*streamed // texts and reasoning, by part ID
+	calls    map[string]*callState
+	callPart map[string]string // call ID -> tool part ID
+	// lookupParts reads the call -> tool part IDs of the stored session.
+	lookupParts func() map[string]string
+	steps       []string // open steps, by assistant message ID
+	failure     *opencode.EventError
+	aborted     bool
+	interrupt   []event
 }
 
 func newMapper(emit func(event)) *mapper {
@@ -289,6 +292,12 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 			c.done = true
 		}
 		partID := mp.callPart[callID]
+		if partID == "" && mp.lookupParts != nil {
+			// A call the run did not see live (read from the log): its part
+			// is stored by now.
+			maps.Copy(mp.callPart, mp.lookupParts())
+			partID = mp.callPart[callID]
+		}
 		if partID == "" {
 			partID = callID
 		}

@@ -86,7 +86,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 	if err != nil {
 		return nil, err
 	}
-	pl := &plan{callParts: map[string]string{}}
+	pl := &plan{}
 
 	// What is new: user messages the session has under neither ID, tool
 	// messages for calls that wait for the client.
@@ -220,13 +220,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 	if len(fresh) > 0 && !busy {
 		h.setRun(thread, in.RunID)
 	}
-	for _, m := range conv {
-		for _, p := range m.Parts {
-			if p.Type == opencode.PartTool && p.CallID != "" {
-				pl.callParts[p.CallID] = p.ID
-			}
-		}
-	}
+	pl.callParts = callParts(conv)
 	if len(fresh) == 0 && len(results) == 0 && len(answered) == 0 && !fwd.Abort && lastKnown != "" {
 		// Nothing new: the same run again. Its turn is replayed, so the
 		// snapshot ends with its message.
@@ -240,6 +234,19 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 	}
 	pl.snapshot = snapshot(conv, inbox)
 	return pl, nil
+}
+
+// callParts maps the conversation's call IDs to their tool parts' IDs.
+func callParts(conv []opencode.MessageWithParts) map[string]string {
+	out := map[string]string{}
+	for _, m := range conv {
+		for _, p := range m.Parts {
+			if p.Type == opencode.PartTool && p.CallID != "" {
+				out[p.CallID] = p.ID
+			}
+		}
+	}
+	return out
 }
 
 func contains(ids []string, id string) bool {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -153,7 +154,14 @@ func (h *Handler) ServeThread(w http.ResponseWriter, r *http.Request, thread str
 	for _, t := range in.Tools {
 		mp.clientTools[t.Name] = true
 	}
-	maps(pl.callParts, mp.callPart)
+	maps.Copy(mp.callPart, pl.callParts)
+	mp.lookupParts = func() map[string]string {
+		conv, err := h.o.Core.Messages(ctx, in.ThreadID)
+		if err != nil {
+			return nil
+		}
+		return callParts(conv)
+	}
 	end := h.follow(ctx, in, pl, mp, sub)
 	h.end(ctx, in, mp, end, emit)
 	if end == endSuccess || end == endCancelled || end == endError {
@@ -161,12 +169,6 @@ func (h *Handler) ServeThread(w http.ResponseWriter, r *http.Request, thread str
 	}
 	if werr != nil && !errors.Is(werr, context.Canceled) {
 		h.o.Logger.Debug("agui: the client left the run", "thread", in.ThreadID, "run", in.RunID, "err", werr)
-	}
-}
-
-func maps(from, to map[string]string) {
-	for k, v := range from {
-		to[k] = v
 	}
 }
 
