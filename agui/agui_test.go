@@ -622,3 +622,38 @@ func TestSteer(t *testing.T) {
 // scriptedSlow streams its echo in 30 chunks 40 ms apart: a turn that
 // runs long enough to be steered.
 func scriptedSlow() scripted.Config { return scripted.Config{Chunks: 30, Delay: 40 * time.Millisecond} }
+
+// TestQuestionInterrupt: a question the model asks ends the run with an
+// interrupt of reason question; resume[] with answers gives the tool its
+// answer and the turn goes on.
+func TestQuestionInterrupt(t *testing.T) {
+	srv, _ := toolServer(t)
+	defer srv.Stop()
+	thread := identifier.NewSession()
+	q := `call:question {"questions":[{"question":"Which color?","header":"Color","options":[{"label":"blue","description":"b"},{"label":"red","description":"r"}]}]} then: asked`
+	_, evs, raw := run(t, srv.URL, input(thread, "q1", user("u1", q)))
+	fin := evs[len(evs)-1]
+	out, _ := fin["outcome"].(map[string]any)
+	if out["type"] != "interrupt" {
+		t.Fatalf("run ended %v, want an interrupt\n%s", fin, raw)
+	}
+	in0 := out["interrupts"].([]any)[0].(map[string]any)
+	if in0["reason"] != "question" || in0["message"] != "Which color?" || in0["toolCallId"] == "" {
+		t.Errorf("interrupt %v", in0)
+	}
+	body := input(thread, "q2", user("u1", q))
+	body["resume"] = []any{map[string]any{"interruptId": in0["id"], "status": "resolved", "payload": map[string]any{"answers": [][]string{{"blue"}}}}}
+	_, evs, raw = run(t, srv.URL, body)
+	if got := text(evs, "assistant"); got != "Done. asked" {
+		t.Errorf("resumed run text %q\n%s", got, raw)
+	}
+	res := find(evs, "TOOL_CALL_RESULT")
+	if len(res) != 1 || !strings.Contains(res[0].s("content"), "blue") {
+		t.Errorf("the question's result %v", res)
+	}
+	// The same run again replays the turn; the answered question is not asked again.
+	_, evs, _ = run(t, srv.URL, input(thread, "q3", user("u1", q)))
+	if last := evs[len(evs)-1]; last.s("type") != "RUN_FINISHED" {
+		t.Errorf("a repeat after the answer: %v", last)
+	}
+}
