@@ -213,6 +213,60 @@ const (
 	noAllow = "405 answers carry no Allow header (RFC 9110 §15.5.6: MUST)"
 )
 
+// replayCase is a /sync/replay body of the case's session: its
+// session.created.1, with keys in front of the event's own (a key twice:
+// the first one counts, so extra replaces it), and more events after it.
+func replayCase(extra, more string) string {
+	ev := `{"id":"evt_1","aggregateID":"{ses}","seq":0,"type":"session.created.1","data":{"sessionID":"{ses}","info":{"id":"{ses}","slug":"s","projectID":"global","directory":"/tmp","title":"t","version":"1","time":{"created":1,"updated":1}}}}`
+	if extra != "" {
+		ev = dedupe("{" + extra + ev[1:])
+	}
+	return `{"directory":"/tmp","events":[` + ev + more + `]}`
+}
+
+// replayMessage is a message.updated.1 at seq 1 of the case's session
+// with role (and more) as given.
+func replayMessage(role string) string {
+	return `{"id":"evt_2","aggregateID":"{ses}","seq":1,"type":"message.updated.1","data":{"sessionID":"{ses}","info":{"id":"msg_r1","sessionID":"{ses}",` +
+		role + `,"time":{"created":1},"agent":"build","model":{"providerID":"p","modelID":"m"}}}}`
+}
+
+// dedupe keeps the first of each key of a flat-topped JSON object (our
+// decoder refuses a key twice).
+func dedupe(obj string) string {
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(obj))
+	tok, _ := dec.Token()
+	if tok != json.Delim('{') {
+		return obj
+	}
+	raw = map[string]json.RawMessage{}
+	var order []string
+	for dec.More() {
+		k, _ := dec.Token()
+		var v json.RawMessage
+		_ = dec.Decode(&v)
+		key := k.(string)
+		if _, dup := raw[key]; !dup {
+			raw[key] = v
+			order = append(order, key)
+		}
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range order {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(raw[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
 func textPrompt(extra string) string {
 	return `{` + extra + `"parts":[{"type":"text","text":"x"}]}`
 }
@@ -613,6 +667,32 @@ func badCases() []badCase {
 		badCase{name: "sync/steal bad sessionID", method: "POST", path: "/sync/steal", body: `{"sessionID":"bad"}`, status: 400, field: "sessionID"},
 		badCase{name: "sync/steal unknown workspace", method: "POST", path: "/sync/steal?workspace=wrk_nope", body: `{"sessionID":"{ses}"}`, status: 400, msgHas: "wrk_nope"},
 		badCase{name: "sync/GET start", method: "GET", path: "/sync/start", status: 405},
+		badCase{name: "sync/replay no body", method: "POST", path: "/sync/replay", body: "", status: 400, msgHas: "Expected object, got undefined"},
+		badCase{name: "sync/replay malformed", method: "POST", path: "/sync/replay", body: `{"directory":`, status: 400, msgHas: "JSON"},
+		badCase{name: "sync/replay an array", method: "POST", path: "/sync/replay", body: `[]`, status: 400, msgHas: "Expected object, got []"},
+		badCase{name: "sync/replay without directory", method: "POST", path: "/sync/replay", body: `{"events":[]}`, status: 400, field: "directory", msgHas: "Missing key"},
+		badCase{name: "sync/replay no events", method: "POST", path: "/sync/replay", body: `{"directory":"d","events":[]}`, status: 400, msgHas: `[\"events\"][0]`},
+		badCase{name: "sync/replay event id prefix", method: "POST", path: "/sync/replay", body: replayCase(`"id":"x",`, ""), status: 400, msgHas: `starting with \"evt_\"`},
+		badCase{name: "sync/replay negative seq", method: "POST", path: "/sync/replay", body: replayCase(`"seq":-1,`, ""), status: 400, msgHas: "greater than or equal to 0"},
+		badCase{name: "sync/replay fractional seq", method: "POST", path: "/sync/replay", body: replayCase(`"seq":0.5,`, ""), status: 400, msgHas: "Expected an integer, got 0.5"},
+		badCase{name: "sync/replay data an array", method: "POST", path: "/sync/replay", body: replayCase(`"data":[],`, ""), status: 400, msgHas: `Expected object, got []`},
+		badCase{name: "sync/replay unknown type", method: "POST", path: "/sync/replay", body: replayCase(`"type":"nope.1",`, ""), status: 400, msgHas: "Unknown durable event type nope.1"},
+		badCase{name: "sync/replay delta type", method: "POST", path: "/sync/replay", body: replayCase(`"type":"session.next.text.delta.1",`, ""), status: 400, msgHas: "Unknown durable event type"},
+		badCase{name: "sync/replay not a session ID", method: "POST", path: "/sync/replay", body: strings.ReplaceAll(replayCase("", ""), "{ses}", "abc"), status: 400, msgHas: `starting with \"ses_\"`},
+		badCase{name: "sync/replay data without sessionID", method: "POST", path: "/sync/replay", body: replayCase(`"data":{},`, ""), status: 400, msgHas: `Missing key\n  at [\"events\"][0][\"data\"][\"sessionID\"]`},
+		badCase{name: "sync/replay data of another session", method: "POST", path: "/sync/replay", body: replayCase(`"type":"session.next.retried.1","data":{"sessionID":"ses_other"},`, ""), status: 400, msgHas: "Aggregate mismatch: expected ses_"},
+		badCase{name: "sync/replay two sessions", method: "POST", path: "/sync/replay", body: replayCase("", `,{"id":"evt_2","aggregateID":"ses_other","seq":1,"type":"session.updated.1","data":{}}`), status: 400, msgHas: "must belong to the same aggregate"},
+		badCase{name: "sync/replay seq gap", method: "POST", path: "/sync/replay", body: replayCase("", `,{"id":"evt_2","aggregateID":"{ses}","seq":2,"type":"session.updated.1","data":{}}`), status: 400, msgHas: "Replay sequence mismatch at index 1: expected 1, got 2"},
+		badCase{name: "sync/replay session info of another ID", method: "POST", path: "/sync/replay", body: replayCase(`"data":{"sessionID":"{ses}","info":{"id":"ses_other"}},`, ""), status: 400, msgHas: `[\"info\"][\"id\"]`},
+		badCase{name: "sync/replay message of no role", method: "POST", path: "/sync/replay", body: replayCase("", `,`+replayMessage(`"role":"system"`)), status: 400, msgHas: `\"user\" | \"assistant\"`},
+		badCase{name: "sync/replay message ID prefix", method: "POST", path: "/sync/replay", body: replayCase("", `,`+strings.Replace(replayMessage(`"role":"user"`), `"msg_r1"`, `"m1"`, 1)), status: 400, msgHas: `starting with \"msg_\"`},
+		// The session exists: its seq 0 is skipped, the message would be
+		// new, and the third event fails the whole replay (nothing of it
+		// is written).
+		badCase{name: "sync/replay fails as a whole", method: "POST", path: "/sync/replay", body: replayCase("", `,`+replayMessage(`"role":"user"`)+`,{"id":"evt_3","aggregateID":"{ses}","seq":2,"type":"nope.1","data":{}}`), status: 400, msgHas: "Unknown durable event type nope.1"},
+		badCase{name: "sync/replay created again", method: "POST", path: "/sync/replay", body: strings.Replace(replayCase("", ""), `"seq":0`, `"seq":1`, 1), status: 409, msgHas: "exists already"},
+		badCase{name: "sync/replay past the session's end", method: "POST", path: "/sync/replay", body: replayCase(`"seq":5,"type":"session.next.retried.1","data":{"sessionID":"{ses}"},`, ""), status: 409, msgHas: ": expected 1, got 5"},
+		badCase{name: "sync/replay GET", method: "GET", path: "/sync/replay", status: 405},
 		badCase{name: "move/without sessionID", method: "POST", path: "/experimental/control-plane/move-session", body: `{"destination":{"directory":"/tmp"}}`, status: 400, field: "sessionID"},
 		badCase{name: "move/bad sessionID", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":"bad","destination":{"directory":"/tmp"}}`, status: 400, field: "sessionID"},
 		badCase{name: "move/without destination", method: "POST", path: "/experimental/control-plane/move-session", body: `{"sessionID":"{ses}"}`, status: 400, field: "destination"},

@@ -20,6 +20,8 @@ type Core interface {
 	UpdateSession(ctx context.Context, id string, p opencode.SessionPatch) (opencode.Session, error)
 	DeleteSession(ctx context.Context, id string) error
 	Fork(ctx context.Context, sessionID, messageID string) (opencode.Session, error)
+	// Replay imports one session's sync history (POST /sync/replay).
+	Replay(ctx context.Context, events []opencode.SyncEvent) (string, error)
 	// SessionStatus is the status of every session with a running turn
 	// (in a cluster, on any instance).
 	SessionStatus(ctx context.Context) (map[string]string, error)

@@ -23,7 +23,9 @@ import (
 // from 1), after a session.created.1 at seq 0 that carries the session as
 // it is now: the v1 events OpenCode also logs (session.updated.1,
 // message.updated.1, message.part.updated.1, ...) are not in our log, a
-// session's messages are read with the message routes.
+// session's messages are read with the message routes; but for a session
+// replayed from another server (/sync/replay), whose log holds its history
+// as it came, those events too.
 
 func (s *Server) mountSync(r chi.Router) {
 	r.Post("/sync/start", s.h(v1, func(w http.ResponseWriter, r *http.Request) error {
@@ -41,6 +43,7 @@ func (s *Server) mountSync(r chi.Router) {
 	}))
 	r.Post("/sync/history", s.h(v1, s.syncHistory))
 	r.Post("/sync/steal", s.h(v1, s.syncSteal))
+	r.Post("/sync/replay", s.h(v1, s.syncReplay))
 }
 
 // syncEvent is one event of /sync/history.
@@ -197,4 +200,133 @@ func (s *Server) syncSteal(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"sessionID": *body.SessionID})
 	return nil
+}
+
+// syncReplay imports another server's sync history of one session (what
+// its /sync/history answered, aggregate_id spelt aggregateID): a control
+// plane warps the session into this server so. The body is checked as
+// OpenCode checks it, in its words; the history itself by the core
+// (lifecycle.Manager.Replay). The directory is the one the control plane
+// replays into; as in OpenCode it is only logged (the session keeps its
+// own).
+func (s *Server) syncReplay(w http.ResponseWriter, r *http.Request) error {
+	if r.ContentLength == 0 {
+		return badRequest("Payload", "", "Expected object, got undefined")
+	}
+	var raw json.RawMessage
+	if err := decodeBody(r, &raw, false); err != nil {
+		return err
+	}
+	dir, events, err := replayBody(raw)
+	if err != nil {
+		return err
+	}
+	id, err := s.m.Replay(detach(r.Context()), events)
+	if err != nil {
+		return err
+	}
+	s.log.Info("sync replay", "session", id, "events", len(events), "first", events[0].Seq,
+		"last", events[len(events)-1].Seq, "directory", dir)
+	writeJSON(w, http.StatusOK, map[string]string{"sessionID": id})
+	return nil
+}
+
+// replayBody checks a replay body against OpenCode's SyncReplayInput, key
+// by key in its order, and answers its first issue as OpenCode words it.
+func replayBody(raw json.RawMessage) (string, []opencode.SyncEvent, error) {
+	issue := func(msg string, path ...any) error {
+		field := make([]string, len(path))
+		for i, p := range path {
+			field[i] = fmt.Sprint(p)
+		}
+		return badRequest("Payload", strings.Join(field, "."), opencode.SchemaIssue(msg, path...))
+	}
+	expected := func(kind string, v json.RawMessage, path ...any) error {
+		return issue("Expected "+kind+", got "+opencode.Shown(v), path...)
+	}
+	var body map[string]json.RawMessage
+	if !isObject(raw) || json.Unmarshal(raw, &body) != nil {
+		return "", nil, expected("object", raw)
+	}
+	var dir string
+	v, ok := body["directory"]
+	if !ok {
+		return "", nil, issue("Missing key", "directory")
+	}
+	if json.Unmarshal(v, &dir) != nil || isNull(v) {
+		return "", nil, expected("string", v, "directory")
+	}
+	v, ok = body["events"]
+	if !ok {
+		return "", nil, issue("Missing key", "events")
+	}
+	var items []json.RawMessage
+	if t := bytes.TrimSpace(v); len(t) == 0 || t[0] != '[' || json.Unmarshal(v, &items) != nil {
+		return "", nil, expected("array", v, "events")
+	}
+	if len(items) == 0 {
+		return "", nil, issue("Missing key", "events", 0)
+	}
+	events := make([]opencode.SyncEvent, len(items))
+	for i, item := range items {
+		var ev map[string]json.RawMessage
+		if !isObject(item) || json.Unmarshal(item, &ev) != nil {
+			return "", nil, expected("object", item, "events", i)
+		}
+		str := func(key string) (string, error) {
+			v, ok := ev[key]
+			if !ok {
+				return "", issue("Missing key", "events", i, key)
+			}
+			var s string
+			if json.Unmarshal(v, &s) != nil || isNull(v) {
+				return "", expected("string", v, "events", i, key)
+			}
+			return s, nil
+		}
+		e := &events[i]
+		var err error
+		if e.ID, err = str("id"); err != nil {
+			return "", nil, err
+		}
+		if !strings.HasPrefix(e.ID, string(identifier.Event)+"_") {
+			return "", nil, issue(fmt.Sprintf("Expected a string starting with %q, got %s", string(identifier.Event)+"_", strconv.Quote(e.ID)), "events", i, "id")
+		}
+		if e.AggregateID, err = str("aggregateID"); err != nil {
+			return "", nil, err
+		}
+		seq, ok := ev["seq"]
+		if !ok {
+			return "", nil, issue("Missing key", "events", i, "seq")
+		}
+		var f float64
+		if json.Unmarshal(seq, &f) != nil || isNull(seq) {
+			return "", nil, expected("number", seq, "events", i, "seq")
+		}
+		if f != math.Trunc(f) || math.Abs(f) > 1<<53-1 {
+			// Effect's Int: a safe integer.
+			return "", nil, issue("Expected an integer, got "+opencode.Shown(seq), "events", i, "seq")
+		}
+		if f < 0 {
+			return "", nil, issue("Expected a value greater than or equal to 0, got "+opencode.Shown(seq), "events", i, "seq")
+		}
+		e.Seq = int64(f)
+		if e.Type, err = str("type"); err != nil {
+			return "", nil, err
+		}
+		data, ok := ev["data"]
+		if !ok {
+			return "", nil, issue("Missing key", "events", i, "data")
+		}
+		if !isObject(data) {
+			return "", nil, expected("object", data, "events", i, "data")
+		}
+		e.Data = data
+	}
+	return dir, events, nil
+}
+
+func isObject(v json.RawMessage) bool {
+	t := bytes.TrimSpace(v)
+	return len(t) > 0 && t[0] == '{'
 }

@@ -5,6 +5,7 @@ package routes
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -47,7 +48,7 @@ func (s *Server) v2History(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	evs, err := s.m.Events(r.Context(), id, after, limit+1)
+	evs, err := s.v2Log(r.Context(), id, after, limit+1)
 	if err != nil {
 		return err
 	}
@@ -69,6 +70,31 @@ func (s *Server) v2History(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b.Bytes())
 	return nil
+}
+
+// v2Log reads up to limit of a session's v2 events (session.next.* and
+// our session.inbox.*) with seq > after, in seq order. The log of a
+// session replayed from another server (POST /sync/replay) holds its v1
+// snapshots too (session.updated, message.updated, ...), which the v2
+// routes do not show, as OpenCode's do not.
+func (s *Server) v2Log(ctx context.Context, id string, after int64, limit int) ([]*opencode.Event, error) {
+	var out []*opencode.Event
+	for {
+		want := limit - len(out)
+		evs, err := s.m.Events(ctx, id, after, want)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			after = e.Seq
+			if e.IsV2() {
+				out = append(out, e)
+			}
+		}
+		if len(evs) < want || len(out) >= limit {
+			return out, nil
+		}
+	}
 }
 
 // replayPage is how many log events one store read returns during replay.
@@ -114,7 +140,7 @@ func (s *Server) v2SessionEvents(w http.ResponseWriter, r *http.Request) error {
 			return nil // headers are out; the stream just ends
 		}
 		for _, e := range evs {
-			if !sw.write(frameDurable(e)) {
+			if e.IsV2() && !sw.write(frameDurable(e)) {
 				return nil
 			}
 			sent = e.Seq
@@ -136,7 +162,7 @@ func (s *Server) v2SessionEvents(w http.ResponseWriter, r *http.Request) error {
 			// stream stays gapless whoever published.
 			evs, _ := s.m.Events(r.Context(), id, sent, int(e.Seq-sent-1))
 			for _, g := range evs {
-				if g.Seq < e.Seq && sw.write(frameDurable(g)) {
+				if g.Seq < e.Seq && (!g.IsV2() || sw.write(frameDurable(g))) {
 					sent = g.Seq
 				}
 			}
