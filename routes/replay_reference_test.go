@@ -80,7 +80,8 @@ func replayOurs(rec replayRecording) map[string]replayOur {
 	}
 }
 
-func TestSyncReplayReference(t *testing.T) {
+func loadReplayRecording(t *testing.T) replayRecording {
+	t.Helper()
 	raw, err := os.ReadFile("../testdata/reference/replay/answers.json")
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +90,11 @@ func TestSyncReplayReference(t *testing.T) {
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		t.Fatal(err)
 	}
+	return rec
+}
+
+func TestSyncReplayReference(t *testing.T) {
+	rec := loadReplayRecording(t)
 	for _, sqlite := range []bool{false, true} {
 		t.Run(map[bool]string{false: "memory", true: "sqlite"}[sqlite], func(t *testing.T) {
 			c := biStart(t, testserver.Options{SQLite: sqlite})

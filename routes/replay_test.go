@@ -225,14 +225,7 @@ func v1Comparable(v any) any {
 // and history show the log's v2 events alone, from the prompt's on, with
 // their seqs after the replayed ones.
 func TestSyncReplayV2Log(t *testing.T) {
-	raw, err := os.ReadFile("../testdata/reference/replay/answers.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec replayRecording
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		t.Fatal(err)
-	}
+	rec := loadReplayRecording(t)
 	var source []map[string]any
 	for _, e := range rec.Source {
 		var m map[string]any
