@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opencode-server/opencode-server/agui/aguiproto"
+	"github.com/opencode-server/opencode-server/agui/aguiproto/aguipbjson"
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
@@ -504,14 +505,14 @@ func TestProtobufRun(t *testing.T) {
 	}
 	var evs []ev
 	for {
-		pe, err := aguiproto.ReadFrame(resp.Body)
+		pe, err := aguipbjson.ReadFrame(resp.Body)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			t.Fatalf("frame %d: %v", len(evs), err)
 		}
-		m, err := aguiproto.JSON(pe)
+		m, err := aguipbjson.JSON(pe)
 		if err != nil {
 			t.Fatal(err)
 		}

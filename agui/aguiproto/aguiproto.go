@@ -1,17 +1,21 @@
 // Package aguiproto is AG-UI's protobuf transport: an event in its JSON form
 // becomes the length-prefixed frame @ag-ui/encoder 1.0.0 writes when the client
 // accepts application/vnd.ag-ui.event+proto, and a frame reads back into the
-// JSON form @ag-ui/proto 1.0.0's decode returns.
+// JSON form @ag-ui/proto 1.0.0's decode returns (package aguipbjson).
 //
-// The wire schema is proto/ag_ui/*.proto (read off @ag-ui/proto 1.0.0, see their
-// headers), compiled into package aguipb. Every field AG-UI 1.0's JSON events
-// define has a wire form, RUN_FINISHED's outcome included (flattened into
-// outcome, pendingToolCallIds and interrupts, as 1.0.0 does). What the wire
-// does not carry, here as in @ag-ui/proto: keys an event, message or
+// The wire schema is proto/ag_ui/*.proto (read off @ag-ui/proto 1.0.0, see
+// their headers). Encode writes it directly, with encoding/protowire from the
+// field tables in schema.go, so the server links no protobuf runtime (its
+// registry and generated descriptors cost up to 3 MB of RSS at start); the
+// generated package aguipb, and aguipbjson, which reads frames back, are for
+// tests, which hold Encode to proto.Marshal's bytes. Every field AG-UI 1.0's
+// JSON events define has a wire form, RUN_FINISHED's outcome included
+// (flattened into outcome, pendingToolCallIds and interrupts, as 1.0.0
+// does). What the wire does not carry, here as in @ag-ui/proto: keys an event, message or
 // interrupt has beyond its schema; an optional field set to null (absent
 // instead); a success outcome's interrupts and an interrupt outcome's
 // pendingToolCallIds; an assistant message's empty toolCalls; and the key
-// order of objects inside state, metadata and other free JSON (Frame writes
+// order of objects inside state, metadata and other free JSON (Encode writes
 // map entries sorted by key).
 //
 // Where @ag-ui/proto encodes best effort (an event its schema rejects is
@@ -31,13 +35,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
-
-	"google.golang.org/protobuf/proto"
-
-	"github.com/opencode-server/opencode-server/agui/aguiproto/aguipb"
 )
 
 // MediaType is the Content-Type of a protobuf event stream, exactly: the
@@ -50,7 +49,8 @@ const MediaType = "application/vnd.ag-ui.event+proto"
 const MaxFrame = 10 << 20
 
 // ErrInvalidEvent is wrapped by every error Encode returns for an event it
-// cannot encode, and by ReadFrame and JSON for bytes that are no event.
+// cannot encode, and by aguipbjson's ReadFrame and JSON for bytes that are no
+// event.
 var ErrInvalidEvent = errors.New("aguiproto: invalid event")
 
 // ErrTooLarge is wrapped when an event's frame would exceed MaxFrame.
@@ -64,20 +64,16 @@ func invalid(path, format string, args ...any) error {
 }
 
 // Encode returns the frame for one event: a 4-byte big-endian length, then
-// the serialized aguipb.Event. The event is its JSON form (what the SSE
+// the serialized ag_ui.Event. The event is its JSON form (what the SSE
 // transport sends after "data: "): json.RawMessage or []byte as is, anything
 // else (map[string]any, a struct) through encoding/json first.
+//
+// The bytes are those proto.Marshal (deterministic) writes for the generated
+// aguipb.Event that aguipbjson.Event makes of the same JSON; Struct entries
+// go in key order, so one event always gives the same bytes (@ag-ui/proto
+// writes them in JavaScript's object key order instead, which protobuf
+// readers do not see).
 func Encode(event any) ([]byte, error) {
-	ev, err := Event(event)
-	if err != nil {
-		return nil, err
-	}
-	return Frame(ev)
-}
-
-// Event converts one event in its JSON form (as Encode takes it) to the
-// protobuf envelope, mapping it as @ag-ui/proto 1.0.0's encode does.
-func Event(event any) (*aguipb.Event, error) {
 	var data []byte
 	switch e := event.(type) {
 	case json.RawMessage:
@@ -104,50 +100,16 @@ func Event(event any) (*aguipb.Event, error) {
 	if !ok {
 		return nil, invalid("", "an event is a JSON object")
 	}
-	return fromJSON(o)
-}
-
-// Frame serializes an envelope and prefixes its length. Map entries (Struct
-// fields) go in key order, so one event always gives the same bytes;
-// @ag-ui/proto writes them in JavaScript's object key order instead, which
-// protobuf readers do not see.
-func Frame(ev *aguipb.Event) ([]byte, error) {
-	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(ev)
+	// The prefix is filled in last; a frame is seldom longer than its JSON.
+	frame, err := appendEvent(make([]byte, 4, 4+len(data)), o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
+		return nil, err
 	}
-	if 4+len(body) > MaxFrame {
-		return nil, fmt.Errorf("%w (%d bytes)", ErrTooLarge, 4+len(body))
+	if len(frame) > MaxFrame {
+		return nil, fmt.Errorf("%w (%d bytes)", ErrTooLarge, len(frame))
 	}
-	frame := make([]byte, 4+len(body))
-	binary.BigEndian.PutUint32(frame, uint32(len(body)))
-	copy(frame[4:], body)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
 	return frame, nil
-}
-
-// ReadFrame reads one frame from r. At a clean end of stream it returns
-// io.EOF; a stream cut inside a frame is io.ErrUnexpectedEOF.
-func ReadFrame(r io.Reader) (*aguipb.Event, error) {
-	var prefix [4]byte
-	if _, err := io.ReadFull(r, prefix[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(prefix[:])
-	if 4+uint64(n) > MaxFrame {
-		return nil, fmt.Errorf("%w (%d bytes)", ErrTooLarge, 4+uint64(n))
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	ev := &aguipb.Event{}
-	if err := proto.Unmarshal(body, ev); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
-	}
-	return ev, nil
 }
 
 // Accepts reports whether an Accept header names MediaType with a non-zero

@@ -1,4 +1,4 @@
-package aguiproto
+package aguiproto_test
 
 import (
 	"bufio"
@@ -17,7 +17,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	. "github.com/opencode-server/opencode-server/agui/aguiproto"
 	"github.com/opencode-server/opencode-server/agui/aguiproto/aguipb"
+	"github.com/opencode-server/opencode-server/agui/aguiproto/aguipbjson"
 )
 
 var oursOut = flag.String("ours", "", "write our frames for testdata/events.json to this file, for record.mjs decode")
@@ -78,7 +80,7 @@ type recorded struct {
 func unframe(t *testing.T, frame []byte) *aguipb.Event {
 	t.Helper()
 	r := bytes.NewReader(frame)
-	ev, err := ReadFrame(r)
+	ev, err := aguipbjson.ReadFrame(r)
 	if err != nil {
 		t.Fatalf("ReadFrame: %v", err)
 	}
@@ -181,7 +183,7 @@ func TestDecodedByProto(t *testing.T) {
 			if g, w := normal(t, rec.Decoded), normal(t, want); !reflect.DeepEqual(g, w) {
 				t.Errorf("@ag-ui/proto decoded\n%s\nwe sent\n%s", mustJSON(g), mustJSON(w))
 			}
-			j, err := JSON(unframe(t, frame))
+			j, err := aguipbjson.JSON(unframe(t, frame))
 			if err != nil {
 				t.Fatalf("JSON: %v", err)
 			}
@@ -408,7 +410,7 @@ func TestTooLarge(t *testing.T) {
 	}
 	var prefix [4]byte
 	prefix[0] = 0x01 // 16 MiB
-	if _, err := ReadFrame(bytes.NewReader(prefix[:])); !errors.Is(err, ErrTooLarge) {
+	if _, err := aguipbjson.ReadFrame(bytes.NewReader(prefix[:])); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("ReadFrame of a 16 MiB prefix: %v", err)
 	}
 }
@@ -429,14 +431,14 @@ func TestReadFrameStream(t *testing.T) {
 	r := bytes.NewReader(stream)
 	var types []string
 	for {
-		ev, err := ReadFrame(r)
+		ev, err := aguipbjson.ReadFrame(r)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := JSON(ev)
+		j, err := aguipbjson.JSON(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -446,20 +448,20 @@ func TestReadFrameStream(t *testing.T) {
 		t.Fatalf("read %v, want %v", types, want)
 	}
 	for _, cut := range []int{2, 4, 9} {
-		if _, err := ReadFrame(bytes.NewReader(stream[:cut])); err != io.ErrUnexpectedEOF {
+		if _, err := aguipbjson.ReadFrame(bytes.NewReader(stream[:cut])); err != io.ErrUnexpectedEOF {
 			t.Errorf("stream cut at %d: %v, want io.ErrUnexpectedEOF", cut, err)
 		}
 	}
 	// A body that is no protobuf, and an envelope naming no event.
-	if _, err := ReadFrame(bytes.NewReader([]byte{0, 0, 0, 2, 0xff, 0xff})); !errors.Is(err, ErrInvalidEvent) {
+	if _, err := aguipbjson.ReadFrame(bytes.NewReader([]byte{0, 0, 0, 2, 0xff, 0xff})); !errors.Is(err, ErrInvalidEvent) {
 		t.Errorf("garbage body: %v", err)
 	}
-	if _, err := JSON(&aguipb.Event{}); !errors.Is(err, ErrInvalidEvent) {
+	if _, err := aguipbjson.JSON(&aguipb.Event{}); !errors.Is(err, ErrInvalidEvent) {
 		t.Errorf("empty envelope: %v", err)
 	}
 	mismatch := &aguipb.Event{Event: &aguipb.Event_TextMessageEnd{TextMessageEnd: &aguipb.TextMessageEndEvent{
 		BaseEvent: &aguipb.BaseEvent{Type: aguipb.EventType_RUN_ERROR}}}}
-	if _, err := JSON(mismatch); !errors.Is(err, ErrInvalidEvent) || !strings.Contains(err.Error(), "base event declares RUN_ERROR") {
+	if _, err := aguipbjson.JSON(mismatch); !errors.Is(err, ErrInvalidEvent) || !strings.Contains(err.Error(), "base event declares RUN_ERROR") {
 		t.Errorf("arm and base type differ: %v", err)
 	}
 }
@@ -486,8 +488,9 @@ func TestAccepts(t *testing.T) {
 	}
 }
 
-// FuzzEncode: any JSON never panics Encode; what it encodes reads back, and
-// the JSON form read back encodes to the same bytes.
+// FuzzEncode: any JSON never panics Encode; it writes what the generated
+// code's proto.Marshal writes (or both refuse it); what it encodes reads
+// back, and the JSON form read back encodes to the same bytes.
 func FuzzEncode(f *testing.F) {
 	for _, c := range loadEvents(f) {
 		f.Add([]byte(c.Event))
@@ -496,6 +499,7 @@ func FuzzEncode(f *testing.F) {
 	f.Add([]byte(`{"type":"MESSAGES_SNAPSHOT","messages":[{"role":"x","content":[{"type":"binary","data":"aGk=","filename":"f"}]}]}`))
 	f.Add([]byte(`{"type":"TOOL_CALL_RESULT"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		matchesGenerated(t, data)
 		frame, err := Encode(json.RawMessage(data))
 		if err != nil {
 			if !errors.Is(err, ErrInvalidEvent) && !errors.Is(err, ErrTooLarge) {
@@ -504,7 +508,7 @@ func FuzzEncode(f *testing.F) {
 			return
 		}
 		ev := unframe(t, frame)
-		j, err := JSON(ev)
+		j, err := aguipbjson.JSON(ev)
 		if err != nil {
 			t.Fatalf("JSON of our own frame: %v", err)
 		}

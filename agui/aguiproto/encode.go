@@ -2,40 +2,18 @@ package aguiproto
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
-	"strings"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/types/known/structpb"
-
-	"github.com/opencode-server/opencode-server/agui/aguiproto/aguipb"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// The JSON form maps onto the wire field by field: a proto field's JSON name
-// (message_id → messageId) is the event's key, as in @ag-ui/proto, whose
-// encode spreads the JSON event into the generated message. The fields below
-// are the exceptions, where 1.0.0 reshapes the JSON first; fill leaves them to
-// the code that does the reshaping.
-var reshaped = map[protoreflect.FullName]bool{
-	"ag_ui.RunFinishedEvent.outcome":               true, // {type, ...} -> type string
-	"ag_ui.RunFinishedEvent.interrupts":            true, // from outcome.interrupts
-	"ag_ui.RunFinishedEvent.pending_tool_call_ids": true, // from outcome.pendingToolCallIds
-	"ag_ui.SubagentFinishedEvent.outcome":          true,
-	"ag_ui.SubagentFinishedEvent.interrupt_ids":    true, // from outcome.interruptIds
-	"ag_ui.ToolCallResultEvent.content":            true, // string, or parts -> content_parts
-	"ag_ui.ToolCallResultEvent.content_parts":      true,
-	"ag_ui.Message.content":                        true, // string, parts, or activity object
-	"ag_ui.Message.content_parts":                  true,
-	"ag_ui.Message.activity_content":               true,
-	"ag_ui.JsonPatchOperation.op":                  true, // "add" -> ADD
-	"ag_ui.JsonPatchOperation.value":               true, // null is a value here, not an absence
-}
-
-// JSON-required object fields: null there is no absence but an error.
-var requiredObject = map[protoreflect.FullName]bool{
-	"ag_ui.ActivitySnapshotEvent.content": true,
-}
+// The JSON form maps onto the wire field by field: a field's JSON name is the
+// event's key, as in @ag-ui/proto, whose encode spreads the JSON event into
+// the generated message. The fields 1.0.0 reshapes the JSON for have an enc
+// hook in the tables (schema.go); the hooks are below the generic mapping.
 
 const maxSafeInteger = 1<<53 - 1
 
@@ -45,77 +23,73 @@ const maxSafeInteger = 1<<53 - 1
 // refused here rather than breaking the client's stream.
 const MaxDepth = 512
 
-func fromJSON(o map[string]any) (*aguipb.Event, error) {
+type encFunc = func(b []byte, f *field, o map[string]any, path string) ([]byte, error)
+
+// appendEvent writes the Event envelope: the one arm the type names.
+func appendEvent(b []byte, o map[string]any) ([]byte, error) {
 	typ, _ := o["type"].(string)
-	num, ok := aguipb.EventType_value[typ]
+	a, ok := arms[typ]
 	if !ok {
 		if _, has := o["type"]; !has {
 			return nil, invalid("type", "missing")
 		}
 		return nil, invalid("type", "unknown event type %v", o["type"])
 	}
-	ev := &aguipb.Event{}
-	envelope := ev.ProtoReflect()
-	// The envelope's arm is the type in snake case (TEXT_MESSAGE_START → text_message_start).
-	armField := envelope.Descriptor().Fields().ByName(protoreflect.Name(strings.ToLower(typ)))
-	if armField == nil {
-		return nil, invalid("type", "no wire form for %s", typ)
-	}
-	arm := envelope.Mutable(armField).Message()
+	return appendSub(b, a.num, a.msg, o, "")
+}
 
-	base := &aguipb.BaseEvent{Type: aguipb.EventType(num)}
-	var err error
-	if base.Timestamp, err = optInt(o, "timestamp", "timestamp"); err != nil {
-		return nil, err
-	}
-	if base.RawEvent, err = optValue(o, "rawEvent", "rawEvent"); err != nil {
-		return nil, err
-	}
-	if base.Metadata, err = optStruct(o, "metadata", "metadata"); err != nil {
-		return nil, err
-	}
-	arm.Set(arm.Descriptor().Fields().ByName("base_event"), protoreflect.ValueOfMessage(base.ProtoReflect()))
+// open starts a length-delimited field: its tag and a one-byte length,
+// which closeAt widens when the body turns out longer (one under 128
+// bytes, most of them, is never moved). It returns where the body starts.
+func open(b []byte, num protowire.Number) ([]byte, int) {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = append(b, 0)
+	return b, len(b)
+}
 
-	if err := fill(arm, o, ""); err != nil {
-		return nil, err
+func closeAt(b []byte, at int) []byte {
+	n := len(b) - at
+	if n < 0x80 {
+		b[at-1] = byte(n)
+		return b
 	}
-	switch a := ev.Event.(type) {
-	case *aguipb.Event_RunFinished:
-		err = runFinishedOutcome(a.RunFinished, o)
-	case *aguipb.Event_SubagentFinished:
-		err = subagentFinishedOutcome(a.SubagentFinished, o)
-	case *aguipb.Event_ToolCallResult:
-		a.ToolCallResult.Content, a.ToolCallResult.ContentParts, err = toolResultContent(o)
-	}
+	k := protowire.SizeVarint(uint64(n))
+	b = append(b, make([]byte, k-1)...)
+	copy(b[at+k-1:], b[at:at+n])
+	protowire.AppendVarint(b[:at-1], uint64(n)) // in place: k bytes before the moved body
+	return b
+}
+
+// appendSub writes the object o as message m in field num.
+func appendSub(b []byte, num protowire.Number, m *message, o map[string]any, path string) ([]byte, error) {
+	b, at := open(b, num)
+	b, err := appendMessage(b, m, o, path)
 	if err != nil {
 		return nil, err
 	}
-	return ev, nil
+	return closeAt(b, at), nil
 }
 
-// fill sets m's fields from the JSON object o, by JSON name.
-func fill(m protoreflect.Message, o map[string]any, path string) error {
-	fields := m.Descriptor().Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		if fd.Name() == "base_event" || reshaped[fd.FullName()] {
-			continue
-		}
-		v, ok := o[fd.JSONName()]
-		if !ok {
-			continue
-		}
-		if err := setField(m, fd, v, join(path, fd.JSONName())); err != nil {
-			return err
+// appendMessage writes m's fields from the JSON object o, in field order.
+func appendMessage(b []byte, m *message, o map[string]any, path string) ([]byte, error) {
+	if m.check != nil {
+		if err := m.check(o, path); err != nil {
+			return nil, err
 		}
 	}
-	switch m.Descriptor().FullName() {
-	case "ag_ui.Message":
-		return messageContent(m.Interface().(*aguipb.Message), o, path)
-	case "ag_ui.JsonPatchOperation":
-		return patchOp(m.Interface().(*aguipb.JsonPatchOperation), o, path)
+	var err error
+	for i := range m.fields {
+		f := &m.fields[i]
+		if f.enc != nil {
+			b, err = f.enc(b, f, o, path)
+		} else if v, ok := o[f.name]; ok {
+			b, err = appendField(b, f, v, join(path, f.name))
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	return b, nil
 }
 
 func join(path, key string) string {
@@ -127,110 +101,113 @@ func join(path, key string) string {
 
 func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 
-// setField sets one field from its JSON value. null is an absence for the
-// fields AG-UI calls optional (omitOptionalNulls drops them before encoding)
-// and for lists; on a required scalar it is an error; on a required
-// google.protobuf.Value (snapshot, custom value, raw event) it is JSON null.
-func setField(m protoreflect.Message, fd protoreflect.FieldDescriptor, v any, path string) error {
-	if fd.IsList() {
+// appendField writes one field from its JSON value. null is an absence for
+// the fields AG-UI calls optional (omitOptionalNulls drops them before
+// encoding), for lists, objects and messages; on a required scalar it is an
+// error; on a required google.protobuf.Value (snapshot, custom value, raw
+// event) it is JSON null.
+func appendField(b []byte, f *field, v any, path string) ([]byte, error) {
+	if f.list {
 		if v == nil {
-			return nil
+			return b, nil
 		}
 		items, ok := v.([]any)
 		if !ok {
-			return invalid(path, "want an array")
+			return nil, invalid(path, "want an array")
 		}
-		list := m.Mutable(fd).List()
+		var err error
 		for i, item := range items {
 			ip := index(path, i)
-			if fd.Kind() == protoreflect.MessageKind {
+			if f.kind == kMessage {
 				obj, ok := item.(map[string]any)
 				if !ok {
-					return invalid(ip, "want an object")
+					return nil, invalid(ip, "want an object")
 				}
-				elem := list.NewElement()
-				if err := fill(elem.Message(), obj, ip); err != nil {
-					return err
-				}
-				list.Append(elem)
-				continue
+				b, err = appendSub(b, f.num, f.msg, obj, ip)
+			} else {
+				b, err = appendScalar(b, f, item, ip, true)
 			}
-			sv, err := scalar(fd, item, ip)
 			if err != nil {
-				return err
+				return nil, err
 			}
-			list.Append(sv)
 		}
-		return nil
+		return b, nil
 	}
-	if fd.Kind() == protoreflect.MessageKind {
-		switch fd.Message().FullName() {
-		case "google.protobuf.Value":
-			if v == nil && fd.HasOptionalKeyword() {
-				return nil
-			}
-			val, err := toValue(v, path)
-			if err != nil {
-				return err
-			}
-			m.Set(fd, protoreflect.ValueOfMessage(val.ProtoReflect()))
-			return nil
-		case "google.protobuf.Struct":
-			if v == nil && !requiredObject[fd.FullName()] {
-				return nil
-			}
-			s, err := toStruct(v, path)
-			if err != nil {
-				return err
-			}
-			m.Set(fd, protoreflect.ValueOfMessage(s.ProtoReflect()))
-			return nil
+	switch f.kind {
+	case kValue:
+		if v == nil && f.opt {
+			return b, nil
 		}
+		return appendValueField(b, f.num, v, path)
+	case kStruct:
 		if v == nil {
-			return nil
+			return b, nil
+		}
+		return appendStructField(b, f.num, v, path)
+	case kMessage:
+		if v == nil {
+			return b, nil
 		}
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return invalid(path, "want an object")
+			return nil, invalid(path, "want an object")
 		}
-		return fill(m.Mutable(fd).Message(), obj, path)
+		return appendSub(b, f.num, f.msg, obj, path)
 	}
 	if v == nil {
-		if fd.HasPresence() {
-			return nil
+		if f.opt {
+			return b, nil
 		}
-		return invalid(path, "null for a required field")
+		return nil, invalid(path, "null for a required field")
 	}
-	sv, err := scalar(fd, v, path)
-	if err != nil {
-		return err
-	}
-	m.Set(fd, sv)
-	return nil
+	return appendScalar(b, f, v, path, f.opt)
 }
 
-func scalar(fd protoreflect.FieldDescriptor, v any, path string) (protoreflect.Value, error) {
-	switch fd.Kind() {
-	case protoreflect.StringKind:
+// appendScalar writes a string, bool or int64; a zero one only when always
+// (an optional field that is set, a list element): proto3 writes no
+// implicit-presence default.
+func appendScalar(b []byte, f *field, v any, path string, always bool) ([]byte, error) {
+	switch f.kind {
+	case kString:
 		s, ok := v.(string)
 		if !ok {
-			return protoreflect.Value{}, invalid(path, "want a string")
+			return nil, invalid(path, "want a string")
 		}
-		return protoreflect.ValueOfString(s), nil
-	case protoreflect.BoolKind:
-		b, ok := v.(bool)
+		if s == "" && !always {
+			return b, nil
+		}
+		b = protowire.AppendTag(b, f.num, protowire.BytesType)
+		return protowire.AppendString(b, s), nil
+	case kBool:
+		x, ok := v.(bool)
 		if !ok {
-			return protoreflect.Value{}, invalid(path, "want a boolean")
+			return nil, invalid(path, "want a boolean")
 		}
-		return protoreflect.ValueOfBool(b), nil
-	case protoreflect.Int64Kind:
+		if !x && !always {
+			return b, nil
+		}
+		b = protowire.AppendTag(b, f.num, protowire.VarintType)
+		return protowire.AppendVarint(b, protowire.EncodeBool(x)), nil
+	case kInt64:
 		n, err := safeInt(v, path)
 		if err != nil {
-			return protoreflect.Value{}, err
+			return nil, err
 		}
-		return protoreflect.ValueOfInt64(n), nil
+		if n == 0 && !always {
+			return b, nil
+		}
+		b = protowire.AppendTag(b, f.num, protowire.VarintType)
+		return protowire.AppendVarint(b, uint64(n)), nil
 	}
-	return protoreflect.Value{}, invalid(path, "no JSON mapping for a %s field", fd.Kind())
+	return nil, invalid(path, "no JSON mapping for this field")
+}
+
+func appendEnum(b []byte, num protowire.Number, n uint64) []byte {
+	if n == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, n)
 }
 
 // safeInt reads an integer within JavaScript's safe range, the range AG-UI
@@ -253,16 +230,107 @@ func safeInt(v any, path string) (int64, error) {
 	return int64(f), nil
 }
 
-func optInt(o map[string]any, key, path string) (*int64, error) {
-	v, ok := o[key]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	n, err := safeInt(v, path)
+// google.protobuf.Value's oneof, Struct's map and ListValue's list.
+const (
+	valueNull   protowire.Number = 1 // NullValue, an enum: 0
+	valueNumber protowire.Number = 2 // double
+	valueString protowire.Number = 3
+	valueBool   protowire.Number = 4
+	valueStruct protowire.Number = 5
+	valueList   protowire.Number = 6
+	structField protowire.Number = 1 // map<string, Value>: entries of key 1, value 2
+	listValues  protowire.Number = 1 // repeated Value
+)
+
+func appendValueField(b []byte, num protowire.Number, v any, path string) ([]byte, error) {
+	b, at := open(b, num)
+	b, err := appendValue(b, v, path, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &n, nil
+	return closeAt(b, at), nil
+}
+
+func appendStructField(b []byte, num protowire.Number, v any, path string) ([]byte, error) {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, invalid(path, "want an object")
+	}
+	b, at := open(b, num)
+	b, err := appendStruct(b, obj, path, 0)
+	if err != nil {
+		return nil, err
+	}
+	return closeAt(b, at), nil
+}
+
+// appendValue writes a Value's body (Value.wrap): any JSON value, numbers as
+// doubles.
+func appendValue(b []byte, v any, path string, depth int) ([]byte, error) {
+	if depth > MaxDepth {
+		return nil, invalid(path, "nested deeper than %d", MaxDepth)
+	}
+	switch x := v.(type) {
+	case nil:
+		b = protowire.AppendTag(b, valueNull, protowire.VarintType)
+		return protowire.AppendVarint(b, 0), nil
+	case bool:
+		b = protowire.AppendTag(b, valueBool, protowire.VarintType)
+		return protowire.AppendVarint(b, protowire.EncodeBool(x)), nil
+	case string:
+		b = protowire.AppendTag(b, valueString, protowire.BytesType)
+		return protowire.AppendString(b, x), nil
+	case json.Number:
+		// Beyond float64's range JSON.parse reads ±Infinity, which the SSE
+		// twin of the event (JSON.stringify) would send as null: refused.
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err != nil {
+			return nil, invalid(path, "number %q out of a double's range", string(x))
+		}
+		b = protowire.AppendTag(b, valueNumber, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, math.Float64bits(f)), nil
+	case []any:
+		b, list := open(b, valueList)
+		for i, item := range x {
+			var (
+				at  int
+				err error
+			)
+			b, at = open(b, listValues)
+			if b, err = appendValue(b, item, index(path, i), depth+1); err != nil {
+				return nil, err
+			}
+			b = closeAt(b, at)
+		}
+		return closeAt(b, list), nil
+	case map[string]any:
+		b, at := open(b, valueStruct)
+		b, err := appendStruct(b, x, path, depth)
+		if err != nil {
+			return nil, err
+		}
+		return closeAt(b, at), nil
+	}
+	return nil, invalid(path, "not a JSON value (%T)", v)
+}
+
+// appendStruct writes a Struct's body, its entries in key order.
+func appendStruct(b []byte, obj map[string]any, path string, depth int) ([]byte, error) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		var (
+			entry, val int
+			err        error
+		)
+		b, entry = open(b, structField)
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, k)
+		b, val = open(b, 2)
+		if b, err = appendValue(b, obj[k], join(path, k), depth+1); err != nil {
+			return nil, err
+		}
+		b = closeAt(closeAt(b, val), entry)
+	}
+	return b, nil
 }
 
 func optString(o map[string]any, key, path string) (*string, error) {
@@ -277,124 +345,55 @@ func optString(o map[string]any, key, path string) (*string, error) {
 	return &s, nil
 }
 
-func reqString(o map[string]any, key, path string) (string, error) {
-	v, ok := o[key]
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// The hooks: fields 1.0.0 fills from a reshaped JSON.
+
+// baseEventField writes an arm's base event from the event's own keys.
+func baseEventField(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	return appendSub(b, f.num, f.msg, o, path)
+}
+
+// eventTypeField writes BaseEvent.type, the number of the JSON type
+// (appendEvent has checked it).
+func eventTypeField(b []byte, f *field, o map[string]any, _ string) ([]byte, error) {
+	typ, _ := o["type"].(string)
+	return appendEnum(b, f.num, eventTypes[typ]), nil
+}
+
+// patchOpField writes a patch op: the lowercase JSON name of the enum.
+func patchOpField(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	name, _ := o["op"].(string)
+	n, ok := patchOps[name]
 	if !ok {
-		return "", nil
+		return nil, invalid(join(path, "op"), "unknown patch operation %v", o["op"])
 	}
-	s, ok := v.(string)
+	return appendEnum(b, f.num, n), nil
+}
+
+// valueOrNull writes a patch's value, where null is a value (one a patch may
+// add), not an absence.
+func valueOrNull(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	v, ok := o[f.name]
 	if !ok {
-		return "", invalid(path, "want a string")
+		return b, nil
 	}
-	return s, nil
+	return appendValueField(b, f.num, v, join(path, f.name))
 }
 
-func optValue(o map[string]any, key, path string) (*structpb.Value, error) {
-	v, ok := o[key]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	return toValue(v, path)
-}
-
-func optStruct(o map[string]any, key, path string) (*structpb.Struct, error) {
-	v, ok := o[key]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	return toStruct(v, path)
-}
-
-// toValue is Value.wrap: any JSON value, numbers as doubles.
-func toValue(v any, path string) (*structpb.Value, error) { return valueAt(v, path, 0) }
-
-func valueAt(v any, path string, depth int) (*structpb.Value, error) {
-	if depth > MaxDepth {
-		return nil, invalid(path, "nested deeper than %d", MaxDepth)
-	}
-	switch x := v.(type) {
-	case nil:
-		return structpb.NewNullValue(), nil
-	case bool:
-		return structpb.NewBoolValue(x), nil
-	case string:
-		return structpb.NewStringValue(x), nil
-	case json.Number:
-		// Beyond float64's range JSON.parse reads ±Infinity, which the SSE
-		// twin of the event (JSON.stringify) would send as null: refused.
-		f, err := strconv.ParseFloat(string(x), 64)
-		if err != nil {
-			return nil, invalid(path, "number %q out of a double's range", string(x))
-		}
-		return structpb.NewNumberValue(f), nil
-	case []any:
-		l := &structpb.ListValue{Values: make([]*structpb.Value, len(x))}
-		for i, item := range x {
-			iv, err := valueAt(item, index(path, i), depth+1)
-			if err != nil {
-				return nil, err
-			}
-			l.Values[i] = iv
-		}
-		return structpb.NewListValue(l), nil
-	case map[string]any:
-		s, err := structAt(x, path, depth)
-		if err != nil {
-			return nil, err
-		}
-		return structpb.NewStructValue(s), nil
-	}
-	return nil, invalid(path, "not a JSON value (%T)", v)
-}
-
-func toStruct(v any, path string) (*structpb.Struct, error) { return structAt(v, path, 0) }
-
-func structAt(v any, path string, depth int) (*structpb.Struct, error) {
-	obj, ok := v.(map[string]any)
+// requiredObject writes a Struct the JSON requires: null there is no absence
+// but an error.
+func requiredObject(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	v, ok := o[f.name]
 	if !ok {
-		return nil, invalid(path, "want an object")
+		return b, nil
 	}
-	s := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(obj))}
-	for k, item := range obj {
-		iv, err := valueAt(item, join(path, k), depth+1)
-		if err != nil {
-			return nil, err
-		}
-		s.Fields[k] = iv
-	}
-	return s, nil
-}
-
-// runFinishedOutcome flattens outcome as 1.0.0 does: the type goes to
-// outcome, a success outcome's pendingToolCallIds and an interrupt outcome's
-// interrupts to their repeated fields; anything else in it has no wire form.
-func runFinishedOutcome(ev *aguipb.RunFinishedEvent, o map[string]any) error {
-	rec, err := outcomeRecord(o)
-	if rec == nil || err != nil {
-		return err
-	}
-	ev.Outcome, _ = rec["type"].(string)
-	m := ev.ProtoReflect()
-	switch ev.Outcome {
-	case "success":
-		return setField(m, m.Descriptor().Fields().ByName("pending_tool_call_ids"), rec["pendingToolCallIds"], "outcome.pendingToolCallIds")
-	case "interrupt":
-		return setField(m, m.Descriptor().Fields().ByName("interrupts"), rec["interrupts"], "outcome.interrupts")
-	}
-	return nil
-}
-
-func subagentFinishedOutcome(ev *aguipb.SubagentFinishedEvent, o map[string]any) error {
-	rec, err := outcomeRecord(o)
-	if rec == nil || err != nil {
-		return err
-	}
-	ev.Outcome, _ = rec["type"].(string)
-	if ev.Outcome == "suspended" {
-		m := ev.ProtoReflect()
-		return setField(m, m.Descriptor().Fields().ByName("interrupt_ids"), rec["interruptIds"], "outcome.interruptIds")
-	}
-	return nil
+	return appendStructField(b, f.num, v, join(path, f.name))
 }
 
 func outcomeRecord(o map[string]any) (map[string]any, error) {
@@ -409,17 +408,46 @@ func outcomeRecord(o map[string]any) (map[string]any, error) {
 	return rec, nil
 }
 
-func toolResultContent(o map[string]any) (*string, []*aguipb.InputContent, error) {
-	switch c := o["content"].(type) {
-	case nil:
-		return nil, nil, nil
-	case string:
-		return &c, nil, nil
-	case []any:
-		parts, err := contentParts(c, "content")
-		return nil, parts, err
+// outcomeType writes the outcome's type as outcome, which is all 1.0.0 keeps
+// of it but for the list outcomeList writes.
+func outcomeType(b []byte, f *field, o map[string]any, _ string) ([]byte, error) {
+	rec, err := outcomeRecord(o)
+	if rec == nil || err != nil {
+		return b, err
 	}
-	return nil, nil, invalid("content", "want a string or an array of parts")
+	typ, _ := rec["type"].(string)
+	return appendScalar(b, f, typ, "outcome.type", false)
+}
+
+// outcomeList writes the outcome's list key when the outcome is of type
+// when: a success outcome's pendingToolCallIds, an interrupt outcome's
+// interrupts, a suspended subagent's interruptIds.
+func outcomeList(when, key string) encFunc {
+	return func(b []byte, f *field, o map[string]any, _ string) ([]byte, error) {
+		rec, _ := outcomeRecord(o) // outcomeType has refused a non-object
+		if typ, _ := rec["type"].(string); typ != when {
+			return b, nil
+		}
+		return appendField(b, f, rec[key], "outcome."+key)
+	}
+}
+
+// A tool result's content is a string (content) or parts (contentParts).
+func toolResultText(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	switch c := o["content"].(type) {
+	case nil, []any:
+		return b, nil
+	case string:
+		return appendScalar(b, f, c, join(path, "content"), true)
+	}
+	return nil, invalid(join(path, "content"), "want a string or an array of parts")
+}
+
+func toolResultParts(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	if c, ok := o["content"].([]any); ok {
+		return appendField(b, f, c, join(path, "content"))
+	}
+	return b, nil
 }
 
 // Roles 1.0.0's decoder knows, and of them the ones whose content may be parts
@@ -429,120 +457,105 @@ var (
 	partsRoles = map[string]bool{"user": true, "tool": true}
 )
 
-// messageContent is toWireMessage: content is a string, parts (user and tool
-// messages) or the activity message's object.
-func messageContent(msg *aguipb.Message, o map[string]any, path string) error {
+// A message's content (toWireMessage) is parts when an array (user and tool
+// messages, and roles 1.0.0 does not know), the activity message's object,
+// else a string.
+func messageText(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
 	cp := join(path, "content")
-	c := o["content"]
-	if items, ok := c.([]any); ok {
-		if knownRoles[msg.Role] && !partsRoles[msg.Role] {
-			return invalid(cp, "a %s message's content is no array of parts", msg.Role)
+	role, _ := o["role"].(string)
+	switch c := o["content"].(type) {
+	case nil:
+		return b, nil
+	case []any:
+		if knownRoles[role] && !partsRoles[role] {
+			return nil, invalid(cp, "a %s message's content is no array of parts", role)
 		}
-		parts, err := contentParts(items, cp)
-		msg.ContentParts = parts
-		return err
-	}
-	if msg.Role == "activity" {
-		if c == nil {
-			msg.ActivityContent = &structpb.Struct{}
-			return nil
+		return b, nil
+	case string:
+		if role == "activity" {
+			return b, nil // activityContent refuses it
 		}
-		s, err := toStruct(c, cp)
-		msg.ActivityContent = s
-		return err
+		return appendScalar(b, f, c, cp, true)
 	}
-	s, err := optString(o, "content", cp)
-	msg.Content = s
-	return err
+	if role == "activity" {
+		return b, nil
+	}
+	return nil, invalid(cp, "want a string")
 }
 
-func contentParts(items []any, path string) ([]*aguipb.InputContent, error) {
-	parts := make([]*aguipb.InputContent, 0, len(items))
-	for i, item := range items {
-		p, err := contentPart(item, index(path, i))
+func messageParts(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	if c, ok := o["content"].([]any); ok {
+		return appendField(b, f, c, join(path, "content"))
+	}
+	return b, nil
+}
+
+// activityContent writes an activity message's content; none is an empty
+// object.
+func activityContent(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	role, _ := o["role"].(string)
+	c := o["content"]
+	if _, parts := c.([]any); parts || role != "activity" {
+		return b, nil
+	}
+	if c == nil {
+		b, at := open(b, f.num)
+		return closeAt(b, at), nil
+	}
+	return appendStructField(b, f.num, c, join(path, "content"))
+}
+
+// knownType refuses a part or source whose JSON type no arm has.
+func knownType(what string, types ...string) func(map[string]any, string) error {
+	return func(o map[string]any, path string) error {
+		if typ, _ := o["type"].(string); slices.Contains(types, typ) {
+			return nil
+		}
+		return invalid(join(path, "type"), "unknown %s %v", what, o["type"])
+	}
+}
+
+// arm writes the oneof arm of a part or source when the JSON type names it;
+// the arm's fields are the object's own keys.
+func arm(name string) encFunc {
+	return func(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+		if typ, _ := o["type"].(string); typ != name {
+			return b, nil
+		}
+		return appendSub(b, f.num, f.msg, o, path)
+	}
+}
+
+// documentArm writes a document part, and the pre-1.0 binary part as the
+// document 1.0.0 maps it to.
+func documentArm(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	switch typ, _ := o["type"].(string); typ {
+	case "document":
+		return appendSub(b, f.num, f.msg, o, path)
+	case "binary":
+		doc, err := legacyBinary(o, path)
 		if err != nil {
 			return nil, err
 		}
-		parts = append(parts, p)
+		return appendSub(b, f.num, f.msg, doc, path)
 	}
-	return parts, nil
+	return b, nil
 }
 
-// contentPart is toProtoContentPart.
-func contentPart(v any, path string) (*aguipb.InputContent, error) {
-	rec, ok := v.(map[string]any)
-	if !ok {
-		return nil, invalid(path, "want an object")
-	}
+// legacyBinary is the document 1.0.0 makes of a binary part: its bytes'
+// source, and metadata that keeps the binary part's filename and id.
+func legacyBinary(rec map[string]any, path string) (map[string]any, error) {
 	id, err := optString(rec, "id", join(path, "id"))
 	if err != nil {
 		return nil, err
 	}
-	meta, err := optValue(rec, "metadata", join(path, "metadata"))
-	if err != nil {
-		return nil, err
-	}
-	typ, _ := rec["type"].(string)
-	if typ == "text" {
-		text, err := reqString(rec, "text", join(path, "text"))
-		if err != nil {
-			return nil, err
-		}
-		return &aguipb.InputContent{Part: &aguipb.InputContent_Text{Text: &aguipb.TextInputPart{Text: text, Id: id, Metadata: meta}}}, nil
-	}
-	if typ == "binary" {
-		return legacyBinary(rec, id, path)
-	}
-	var src *aguipb.InputContentSource
-	if s := rec["source"]; s != nil {
-		if src, err = contentSource(s, join(path, "source")); err != nil {
+	// The part's own metadata is not carried, but is read (and refused when
+	// it is no JSON value) as on every part.
+	if v := rec["metadata"]; v != nil {
+		if _, err := appendValue(nil, v, join(path, "metadata"), 0); err != nil {
 			return nil, err
 		}
 	}
-	switch typ {
-	case "image":
-		return &aguipb.InputContent{Part: &aguipb.InputContent_Image{Image: &aguipb.ImageInputPart{Source: src, Metadata: meta, Id: id}}}, nil
-	case "audio":
-		return &aguipb.InputContent{Part: &aguipb.InputContent_Audio{Audio: &aguipb.AudioInputPart{Source: src, Metadata: meta, Id: id}}}, nil
-	case "video":
-		return &aguipb.InputContent{Part: &aguipb.InputContent_Video{Video: &aguipb.VideoInputPart{Source: src, Metadata: meta, Id: id}}}, nil
-	case "document":
-		return &aguipb.InputContent{Part: &aguipb.InputContent_Document{Document: &aguipb.DocumentInputPart{Source: src, Metadata: meta, Id: id}}}, nil
-	}
-	return nil, invalid(join(path, "type"), "unknown content part type %v", rec["type"])
-}
-
-func contentSource(v any, path string) (*aguipb.InputContentSource, error) {
-	rec, ok := v.(map[string]any)
-	if !ok {
-		return nil, invalid(path, "want an object")
-	}
-	value, err := reqString(rec, "value", join(path, "value"))
-	if err != nil {
-		return nil, err
-	}
-	mime, err := optString(rec, "mimeType", join(path, "mimeType"))
-	if err != nil {
-		return nil, err
-	}
-	switch rec["type"] {
-	case "data":
-		return &aguipb.InputContentSource{Source: &aguipb.InputContentSource_Data{Data: &aguipb.InputContentDataSource{Value: value, MimeType: deref(mime)}}}, nil
-	case "url":
-		return &aguipb.InputContentSource{Source: &aguipb.InputContentSource_Url{Url: &aguipb.InputContentUrlSource{Value: value, MimeType: mime}}}, nil
-	case "file":
-		provider, err := optString(rec, "provider", join(path, "provider"))
-		if err != nil {
-			return nil, err
-		}
-		return &aguipb.InputContentSource{Source: &aguipb.InputContentSource_File{File: &aguipb.InputContentFileSource{Value: value, Provider: provider, MimeType: mime}}}, nil
-	}
-	return nil, invalid(join(path, "type"), "unknown source type %v", rec["type"])
-}
-
-// legacyBinary maps the pre-1.0 binary part as 1.0.0 does: a document whose
-// metadata keeps the binary part's filename and id.
-func legacyBinary(rec map[string]any, id *string, path string) (*aguipb.InputContent, error) {
 	mime, err := optString(rec, "mimeType", join(path, "mimeType"))
 	if err != nil {
 		return nil, err
@@ -555,16 +568,19 @@ func legacyBinary(rec map[string]any, id *string, path string) (*aguipb.InputCon
 	if err != nil {
 		return nil, err
 	}
-	var src *aguipb.InputContentSource
+	var src map[string]any
 	switch {
 	case deref(data) != "":
-		src = &aguipb.InputContentSource{Source: &aguipb.InputContentSource_Data{Data: &aguipb.InputContentDataSource{Value: *data, MimeType: deref(mime)}}}
+		src = map[string]any{"type": "data", "value": *data, "mimeType": deref(mime)}
 	case deref(url) != "":
-		src = &aguipb.InputContentSource{Source: &aguipb.InputContentSource_Url{Url: &aguipb.InputContentUrlSource{Value: *url, MimeType: mime}}}
+		src = map[string]any{"type": "url", "value": *url}
 	case deref(id) != "":
-		src = &aguipb.InputContentSource{Source: &aguipb.InputContentSource_Url{Url: &aguipb.InputContentUrlSource{Value: *id, MimeType: mime}}}
+		src = map[string]any{"type": "url", "value": *id}
 	default:
 		return nil, invalid(path, "a binary part needs data, url or id")
+	}
+	if src["type"] == "url" && mime != nil {
+		src["mimeType"] = *mime
 	}
 	meta := map[string]any{"legacyBinary": true}
 	if f, ok := rec["filename"]; ok && f != nil {
@@ -573,35 +589,15 @@ func legacyBinary(rec map[string]any, id *string, path string) (*aguipb.InputCon
 	if id != nil {
 		meta["id"] = *id
 	}
-	mv, err := toValue(meta, join(path, "metadata"))
-	if err != nil {
-		return nil, err
-	}
-	return &aguipb.InputContent{Part: &aguipb.InputContent_Document{Document: &aguipb.DocumentInputPart{Source: src, Metadata: mv}}}, nil
+	return map[string]any{"source": src, "metadata": meta}, nil
 }
 
-// patchOp sets op (the lowercase JSON name of the enum) and value (where
-// null is the value null, a thing a patch may add).
-func patchOp(op *aguipb.JsonPatchOperation, o map[string]any, path string) error {
-	name, ok := o["op"].(string)
-	n, known := aguipb.JsonPatchOperationType_value[strings.ToUpper(name)]
-	if !ok || !known || name != strings.ToLower(name) {
-		return invalid(join(path, "op"), "unknown patch operation %v", o["op"])
+// nullIsEmpty writes a data source's mimeType, which 1.0.0 writes as
+// mimeType ?? "": null is none, not an error.
+func nullIsEmpty(b []byte, f *field, o map[string]any, path string) ([]byte, error) {
+	v := o[f.name]
+	if v == nil {
+		return b, nil
 	}
-	op.Op = aguipb.JsonPatchOperationType(n)
-	if v, ok := o["value"]; ok {
-		val, err := toValue(v, join(path, "value"))
-		if err != nil {
-			return err
-		}
-		op.Value = val
-	}
-	return nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return appendField(b, f, v, join(path, f.name))
 }

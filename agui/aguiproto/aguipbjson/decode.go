@@ -1,4 +1,4 @@
-package aguiproto
+package aguipbjson
 
 import (
 	"math"
