@@ -3,6 +3,7 @@ package agui_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,7 +20,9 @@ import (
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
+	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider/scripted"
+	"github.com/opencode-server/opencode-server/store"
 )
 
 type ev map[string]any
@@ -656,5 +659,32 @@ func TestQuestionInterrupt(t *testing.T) {
 	_, evs, _ = run(t, srv.URL, input(thread, "q3", user("u1", q)))
 	if last := evs[len(evs)-1]; last.s("type") != "RUN_FINISHED" {
 		t.Errorf("a repeat after the answer: %v", last)
+	}
+}
+
+// slowLog is a store whose log reads take a while: a run's turn has begun
+// streaming by the time the run has read the log.
+type slowLog struct{ store.Store }
+
+func (s slowLog) Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error) {
+	time.Sleep(300 * time.Millisecond) // the slowness under test, not a wait for a condition
+	return s.Store.Events(ctx, sessionID, after, limit)
+}
+
+// TestStreamsFromTheStart: a run that admitted its message subscribed
+// before its turn began, so a text the log already shows started when
+// the run reads it still streams delta by delta (every delta is in the
+// subscription), not as one piece at its end.
+func TestStreamsFromTheStart(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 20, Delay: 40 * time.Millisecond},
+		WrapStore: func(s store.Store) store.Store { return slowLog{s} }})
+	defer srv.Stop()
+	thread := identifier.NewSession()
+	_, evs, raw := run(t, srv.URL, input(thread, "r1", user("u1", "stream me")))
+	if got := text(evs, "assistant"); got != "You said: stream me" {
+		t.Fatalf("text %q\n%s", got, raw)
+	}
+	if n := len(find(evs, "TEXT_MESSAGE_CONTENT")); n < 10 {
+		t.Errorf("%d TEXT_MESSAGE_CONTENT events, want the deltas (20 chunks)", n)
 	}
 }

@@ -68,8 +68,12 @@ type mapper struct {
 	// that deliver them. Empty: the run follows the turn running now.
 	targets map[string]bool
 	// waiting: no target delivered yet (an earlier turn still runs).
-	waiting     bool
-	clientTools map[string]bool
+	waiting bool
+	// subscribedFirst: the run subscribed before its turn began (it
+	// admitted the turn's messages), so every delta of a stream the log
+	// shows started is in the subscription: it streams, no catch-up.
+	subscribedFirst bool
+	clientTools     map[string]bool
 
 	lastSeq  int64
 	streams  map[string]*streamed // texts and reasoning, by part ID
@@ -372,7 +376,7 @@ func (mp *mapper) startStream(partID, stepID string, reasoning, replay bool) *st
 		return st
 	}
 	mp.openStep(stepID)
-	st := &streamed{msgID: stepID, stepID: stepID, reasoning: reasoning, catchUp: replay}
+	st := &streamed{msgID: stepID, stepID: stepID, reasoning: reasoning, catchUp: replay && !mp.subscribedFirst}
 	mp.streams[partID] = st
 	if reasoning {
 		st.msgID = partID
@@ -419,7 +423,7 @@ func (mp *mapper) startCall(callID, name, msgID string, replay bool) *callState 
 	}
 	mp.openStep(msgID)
 	c := &callState{id: callID, name: name, msgID: msgID, client: mp.clientTools[name], started: true}
-	c.args.catchUp = replay
+	c.args.catchUp = replay && !mp.subscribedFirst
 	mp.calls[callID] = c
 	mp.emit(event{"type": "TOOL_CALL_START", "toolCallId": callID, "toolCallName": name, "parentMessageId": msgID})
 	return c

@@ -20,6 +20,8 @@ type plan struct {
 	callParts map[string]string
 	snapshot  []any
 	parentRun string
+	// admitted: the run admitted its targets (subscribed before).
+	admitted bool
 	// refuse ends the run with RUN_ERROR at once: nothing was admitted.
 	refuse *inputError
 }
@@ -217,6 +219,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 		pl.targets = append(pl.targets, out.ID)
 		inbox = append(inbox, out)
 	}
+	pl.admitted = len(fresh) > 0
 	if len(fresh) > 0 && !busy {
 		h.setRun(thread, in.RunID)
 	}

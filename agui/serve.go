@@ -154,6 +154,7 @@ func (h *Handler) ServeThread(w http.ResponseWriter, r *http.Request, thread str
 	for _, t := range in.Tools {
 		mp.clientTools[t.Name] = true
 	}
+	mp.subscribedFirst = pl.admitted
 	maps.Copy(mp.callPart, pl.callParts)
 	mp.lookupParts = func() map[string]string {
 		conv, err := h.o.Core.Messages(ctx, in.ThreadID)
