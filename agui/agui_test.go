@@ -688,3 +688,28 @@ func TestStreamsFromTheStart(t *testing.T) {
 		t.Errorf("%d TEXT_MESSAGE_CONTENT events, want the deltas (20 chunks)", n)
 	}
 }
+
+// TestFrontendToolWithServerTool: a frontend call and a server call in one
+// model response: the run hands the frontend call over only once the
+// server call has finished, so its result is in the run.
+func TestFrontendToolWithServerTool(t *testing.T) {
+	srv, _ := toolServer(t)
+	defer srv.Stop()
+	if err := os.WriteFile(filepath.Join(srv.Directory, "b.txt"), []byte("b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	thread := identifier.NewSession()
+	body := input(thread, "r1", user("u1", `call:confirm_choice {"choice":"red"} call:glob {"pattern":"*.txt"} then: both`))
+	body["tools"] = []any{map[string]any{"name": "confirm_choice", "description": "Confirm", "parameters": map[string]any{"type": "object"}}}
+	_, evs, raw := run(t, srv.URL, body)
+	fin := evs[len(evs)-1]
+	out, _ := fin["outcome"].(map[string]any)
+	pend, _ := out["pendingToolCallIds"].([]any)
+	if len(pend) != 1 {
+		t.Fatalf("run ended %v, want the frontend call pending\n%s", fin, raw)
+	}
+	res := find(evs, "TOOL_CALL_RESULT")
+	if len(res) != 1 || !strings.Contains(res[0].s("content"), "b.txt") {
+		t.Errorf("the server call's result in the run: %v\n%s", res, raw)
+	}
+}

@@ -13,6 +13,9 @@ import (
 type encoder interface {
 	contentType() string
 	write(w http.ResponseWriter, ev event) error
+	// keepAlive writes what keeps a quiet stream open, if the format
+	// has anything that is no event.
+	keepAlive(w http.ResponseWriter) error
 }
 
 func newEncoder(accept string) encoder {
@@ -39,7 +42,15 @@ func (sseEncoder) write(w http.ResponseWriter, ev event) error {
 	return err
 }
 
+// keepAlive is an SSE comment: the client reads only data lines.
+func (sseEncoder) keepAlive(w http.ResponseWriter) error {
+	_, err := w.Write([]byte(":\n\n"))
+	return err
+}
+
 type protoEncoder struct{}
+
+func (protoEncoder) keepAlive(http.ResponseWriter) error { return nil }
 
 func (protoEncoder) contentType() string { return aguiproto.MediaType }
 

@@ -73,7 +73,10 @@ type mapper struct {
 	// admitted the turn's messages), so every delta of a stream the log
 	// shows started is in the subscription: it streams, no catch-up.
 	subscribedFirst bool
-	clientTools     map[string]bool
+	// clientOpen: a frontend call was made live; the run asks the core
+	// whether the turn now waits on the client alone.
+	clientOpen  bool
+	clientTools map[string]bool
 
 	lastSeq  int64
 	streams  map[string]*streamed // texts and reasoning, by part ID
@@ -274,9 +277,9 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 		mp.endArgs(p.CallID, c, string(p.Input))
 		c.called = true
 		if c.client && !replay {
-			if ids := mp.pending(); len(ids) > 0 {
-				return endPending
-			}
+			// The run hands the call over once the turn waits on the
+			// client alone (the core says when: WaitingClientCalls).
+			mp.clientOpen = true
 		}
 	case opencode.EvToolSuccess, opencode.EvToolFailed:
 		var callID, content string

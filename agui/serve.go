@@ -163,7 +163,13 @@ func (h *Handler) ServeThread(w http.ResponseWriter, r *http.Request, thread str
 		}
 		return callParts(conv)
 	}
-	end := h.follow(ctx, in, pl, mp, sub)
+	end := h.follow(ctx, in, pl, mp, sub, func() {
+		if werr == nil {
+			if werr = enc.keepAlive(w); werr == nil {
+				werr = rc.Flush()
+			}
+		}
+	})
 	h.end(ctx, in, mp, end, emit)
 	if end == endSuccess || end == endCancelled || end == endError {
 		h.doneRun(in.ThreadID, in.RunID) // its turn is over
@@ -176,7 +182,8 @@ func (h *Handler) ServeThread(w http.ResponseWriter, r *http.Request, thread str
 // follow streams the run's events until it ends: from the log (the
 // run's first message's delivery on, or its admission while it waits),
 // then live.
-func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *mapper, sub *eventbus.Subscription) ending {
+func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *mapper, sub *eventbus.Subscription, keepAlive func()) ending {
+	var stopHandOver func()
 	core := h.o.Core
 	if len(pl.targets) > 0 {
 		first, err := core.Input(ctx, in.ThreadID, pl.targets[0])
@@ -211,6 +218,35 @@ func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *m
 	}
 	heartbeat := time.NewTicker(15 * time.Second)
 	defer heartbeat.Stop()
+	// handOver checks, while a frontend call is open, whether the turn
+	// waits on the client alone: no event says when the model call
+	// returned and the step's server tools finished, so the core is asked
+	// after each event and every 20 ms.
+	var handOver <-chan time.Time
+	handEnd := endPending
+	check := func() bool {
+		if !mp.clientOpen {
+			return false
+		}
+		if ids, err := h.o.Core.WaitingClientCalls(ctx, in.ThreadID); err == nil && len(ids) > 0 {
+			// The step's other events are on the bus by then: sent first.
+			if end := drain(sub, mp); end != goOn {
+				handEnd = end
+			}
+			return true
+		}
+		if handOver == nil {
+			t := time.NewTicker(20 * time.Millisecond)
+			handOver = t.C
+			stopHandOver = t.Stop
+		}
+		return false
+	}
+	defer func() {
+		if stopHandOver != nil {
+			stopHandOver()
+		}
+	}()
 	for {
 		select {
 		case e, ok := <-sub.C:
@@ -223,9 +259,18 @@ func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *m
 			if end != goOn {
 				return end
 			}
+			if check() {
+				return handEnd
+			}
+		case <-handOver:
+			if check() {
+				return handEnd
+			}
 		case <-heartbeat.C:
-			// Nothing to send: AG-UI has no keep-alive event; the
-			// settled check covers a turn whose end we cannot see.
+			// A comment keeps proxies from closing a quiet stream (AG-UI
+			// has no keep-alive event); the settled check covers a turn
+			// whose end we cannot see.
+			keepAlive()
 			if end := h.settled(ctx, in.ThreadID, mp, sub); end != goOn {
 				return end
 			}
@@ -259,35 +304,40 @@ func (h *Handler) settled(ctx context.Context, thread string, mp *mapper, sub *e
 		return endInterrupt
 	}
 	if ids, err := h.o.Core.WaitingClientCalls(ctx, thread); err == nil && len(ids) > 0 {
-		for _, id := range ids {
-			if c := mp.calls[id]; c != nil {
-				c.called, c.client = true, true
-			}
+		if end := drain(sub, mp); end != goOn {
+			return end
 		}
-		if len(mp.pending()) > 0 || len(mp.calls) == 0 {
-			return endPending
-		}
+		return endPending // the turn waits on the client alone
 	}
 	if st := h.o.Core.Status()[thread]; st == "" || st == "idle" {
 		// The core says idle only once the turn's last events are on the
 		// bus: they are in the subscription, and are sent first.
-		for {
-			select {
-			case e, ok := <-sub.C:
-				if !ok {
-					return mp.turnEnded()
-				}
-				end := mp.add(e, false)
-				sub.Ack(e.Pos)
-				if end != goOn {
-					return end
-				}
-			default:
-				return mp.turnEnded()
-			}
+		if end := drain(sub, mp); end != goOn {
+			return end
 		}
+		return mp.turnEnded()
 	}
 	return goOn
+}
+
+// drain maps what the subscription holds now, without waiting: what the
+// core did before it answered a question about its state.
+func drain(sub *eventbus.Subscription, mp *mapper) ending {
+	for {
+		select {
+		case e, ok := <-sub.C:
+			if !ok {
+				return goOn
+			}
+			end := mp.add(e, false)
+			sub.Ack(e.Pos)
+			if end != goOn {
+				return end
+			}
+		default:
+			return goOn
+		}
+	}
 }
 
 // end writes the run's last events.

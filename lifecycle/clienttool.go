@@ -144,16 +144,23 @@ func (m *Manager) ToolResult(ctx context.Context, sessionID, callID, output stri
 }
 
 // WaitingClientCalls lists the call IDs of the session's client tool calls
-// that wait for a result now, in the order the model made them.
+// that the turn waits on, in the order the model made them: only once the
+// turn waits on them alone (the model call has returned and every other
+// call of the step has finished), so a front door that hands them to its
+// client (AG-UI ends the run) misses none of the step's calls.
 func (m *Manager) WaitingClientCalls(ctx context.Context, sessionID string) ([]string, error) {
 	var out []string
 	err := m.do(ctx, sessionID, func(r *runner) {
-		if r.turn == nil || r.turn.step == nil {
+		if r.turn == nil || r.turn.step == nil || !r.turn.step.streamed {
 			return
 		}
 		for _, c := range r.turn.step.calls {
-			if c.client && !c.done {
+			switch {
+			case c.client && !c.done:
 				out = append(out, c.callID)
+			case !c.done:
+				out = nil // a server tool still runs
+				return
 			}
 		}
 	})
