@@ -105,9 +105,40 @@ func (s *Server) mint(field string, body []byte) []byte {
 	return out
 }
 
+// aguiMaxBody is the AG-UI front door's body limit (agui's maxBody): a
+// larger run is not looked into, and the handler refuses it.
+const aguiMaxBody = 32 << 20
+
+// aguiThread is the thread of a POST /agui run, its body's threadId (the
+// body is kept for the handler), so a run of a session another instance
+// runs is forwarded there as the path form is.
+func aguiThread(r *http.Request) (string, bool) {
+	if r.Method != http.MethodPost || r.URL.Path != "/agui" {
+		return "", false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, aguiMaxBody+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	if err != nil || len(body) > aguiMaxBody {
+		return "", false
+	}
+	var p struct {
+		ThreadID string `json:"threadId"`
+	}
+	if json.Unmarshal(body, &p) != nil || !strings.HasPrefix(p.ThreadID, "ses_") {
+		return "", false
+	}
+	return p.ThreadID, true
+}
+
 func (s *Server) forward(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := s.sessionOf(r)
+		if !ok && r.Header.Get(forwardedHeader) == "" {
+			id, ok = aguiThread(r)
+		}
 		if !ok || r.Header.Get(forwardedHeader) != "" {
 			next.ServeHTTP(w, r)
 			return

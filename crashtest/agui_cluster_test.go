@@ -1,0 +1,82 @@
+package crashtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/opencode-server/opencode-server/internal/pgtest"
+)
+
+// TestScaleOutAGUI: AG-UI runs posted to an instance that does not run the
+// session are answered by the one that does, in both forms (the thread in
+// the body, and in the path): the stream comes through, the session stays
+// with its owner, and each run admits its one message there.
+func TestScaleOutAGUI(t *testing.T) {
+	pg := pgtest.Need(t)
+	db := pg.FreshDB(t)
+	url := pg.URL(db)
+	dir := t.TempDir()
+	project := filepath.Join(dir, "project")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var cls []*client
+	var urls []string
+	for _, n := range []string{"a", "b"} {
+		srv := startServer(t, filepath.Join(dir, n), filepath.Join(dir, n+".log"), "--store", "postgres",
+			"--postgres-url", url, "--lease-ttl", clusterTTL.String(), "--directory", project)
+		cls = append(cls, newClient(srv.url))
+		urls = append(urls, srv.url)
+		defer cls[len(cls)-1].close()
+	}
+	a, b := cls[0], cls[1]
+	sid := newID("ses")
+	if st, body, err := a.do("POST", "/api/session", mustJSON(map[string]any{"id": sid})); err != nil || st != 200 {
+		t.Fatalf("create on A: %d %v %s", st, err, body)
+	}
+	conn, err := pgx.Connect(t.Context(), pg.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	for i, path := range []string{"/agui", "/agui/" + sid} {
+		text := []string{"through the body", "through the path"}[i]
+		st, body, err := b.do("POST", path, mustJSON(map[string]any{"threadId": sid, "runId": "run-" + text,
+			"messages": []any{map[string]any{"id": newID("msg"), "role": "user", "content": text}}}))
+		if err != nil || st != 200 {
+			t.Fatalf("POST %s on B: %d %v %s", path, st, err, body)
+		}
+		var got strings.Builder
+		var last map[string]any
+		for _, line := range bytes.Split(body, []byte("\n")) {
+			d, ok := bytes.CutPrefix(line, []byte("data: "))
+			if !ok {
+				continue
+			}
+			var e map[string]any
+			if err := json.Unmarshal(d, &e); err != nil {
+				t.Fatalf("frame %s: %v", d, err)
+			}
+			if e["type"] == "TEXT_MESSAGE_CONTENT" {
+				got.WriteString(e["delta"].(string))
+			}
+			last = e
+		}
+		if !strings.Contains(got.String(), text) || last["type"] != "RUN_FINISHED" {
+			t.Errorf("POST %s on B streamed %q, ending %v\n%s", path, got.String(), last, body)
+		}
+		if owner := ownerOf(t, conn, sid); owner != urls[0] {
+			t.Errorf("after POST %s on B the session is owned by %q, want A (%s)", path, owner, urls[0])
+		}
+	}
+	var msgs []json.RawMessage
+	if err := a.getJSON("/session/"+sid+"/message", &msgs); err != nil || len(msgs) != 4 {
+		t.Errorf("A has %d messages (%v), want 4: two runs, one message and its reply each", len(msgs), err)
+	}
+}
