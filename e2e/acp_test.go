@@ -20,9 +20,6 @@ import (
 // and package-lock.json: e2e/acp/client.mjs.
 const acpDir = "acp"
 
-// acpSDK is the package-lock entry of the ACP client library.
-const acpSDK = "node_modules/@agentclientprotocol/sdk"
-
 // acpScriptedChunks is --scripted-chunks for the agent: a reply streams in
 // that many agent_message_chunk updates (fewer when it is short).
 const acpScriptedChunks = 20
@@ -176,36 +173,12 @@ func TestACP(t *testing.T) {
 	checkACP(t, r, want)
 }
 
-// acpNode finds Node and npm (skipping without them) and makes
-// e2e/acp/node_modules hold what package-lock.json pins (npm ci): the
-// project's directory and the pinned SDK version.
+// acpNode makes e2e/acp ready (nodeProject): Node, the project's
+// directory and the pinned SDK version.
 func acpNode(t *testing.T) (node, dir, want string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node not found in PATH (Node 20.6 or later runs e2e/acp/client.mjs)")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		missing(t, "npm not found in PATH (it installs e2e/acp/node_modules)")
-	}
-	if v, ok := nodeVersion(node); !ok {
-		missing(t, "%s --version = %q: Node 20.6 or later is needed", node, v)
-	}
-	if dir, err = filepath.Abs(acpDir); err != nil {
-		t.Fatal(err)
-	}
-	if want, err = acpPinned(dir); err != nil {
-		t.Fatal(err)
-	}
-	if stale := acpStale(dir, want); stale != "" {
-		t.Logf("e2e/acp: %s; running npm ci", stale)
-		sdkRun(t, 5*time.Minute, dir, nil, npm, "ci", "--no-audit", "--no-fund")
-		if stale := acpStale(dir, want); stale != "" {
-			t.Fatalf("e2e/acp: after npm ci: %s", stale)
-		}
-	}
-	return node, dir, want
+	node, dir, pinned := nodeProject(t, acpDir, "@agentclientprotocol/sdk")
+	return node, dir, pinned["@agentclientprotocol/sdk"]
 }
 
 // acpEnv is the environment of a client script: ours less the server's,
@@ -375,80 +348,4 @@ func checkACP(t *testing.T, r acpReport, sdkVersion string) {
 	if !l.Exit.ok() {
 		t.Errorf("run 2: the agent process exited %+v after stdin closed, want code 0", l.Exit)
 	}
-}
-
-// acpPinned returns the @agentclientprotocol/sdk version that
-// e2e/acp/package.json and package-lock.json pin (one exact version in both).
-func acpPinned(dir string) (string, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "package.json"))
-	if err != nil {
-		return "", fmt.Errorf("e2e/acp: %w", err)
-	}
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	if err := json.Unmarshal(raw, &pkg); err != nil {
-		return "", fmt.Errorf("e2e/acp/package.json: %w", err)
-	}
-	spec := pkg.Dependencies["@agentclientprotocol/sdk"]
-	lock, err := readLockFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		return "", err
-	}
-	if spec == "" || spec != lock[acpSDK] {
-		return "", fmt.Errorf("e2e/acp: package.json asks for @agentclientprotocol/sdk %q, package-lock.json has %q: pin one exact version in both", spec, lock[acpSDK])
-	}
-	return spec, nil
-}
-
-// readLockFile returns the version of every package in a package-lock.json,
-// by its node_modules path.
-func readLockFile(path string) (map[string]string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("e2e: %w", err)
-	}
-	var lock struct {
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	if err := json.Unmarshal(raw, &lock); err != nil {
-		return nil, fmt.Errorf("e2e: %s: %w", path, err)
-	}
-	out := map[string]string{}
-	for p, v := range lock.Packages {
-		if p != "" {
-			out[p] = v.Version
-		}
-	}
-	return out, nil
-}
-
-// acpStale says why dir/node_modules does not hold what package-lock.json
-// pins, or "" when it does.
-func acpStale(dir, sdkVersion string) string {
-	lock, err := readLockFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		return err.Error()
-	}
-	for p, v := range lock {
-		if !strings.HasPrefix(p, "node_modules/") {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join(dir, p, "package.json"))
-		if err != nil {
-			return p + " is not installed"
-		}
-		var pkg struct {
-			Version string `json:"version"`
-		}
-		if json.Unmarshal(raw, &pkg) != nil || pkg.Version != v {
-			return fmt.Sprintf("%s is %q, package-lock.json pins %q", p, pkg.Version, v)
-		}
-	}
-	if lock[acpSDK] != sdkVersion {
-		return fmt.Sprintf("%s: package-lock.json has %q, want %q", acpSDK, lock[acpSDK], sdkVersion)
-	}
-	return ""
 }

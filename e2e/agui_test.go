@@ -367,89 +367,11 @@ func aguiWaitUserBar(x *tmux, text, reply string) error {
 	}
 }
 
-// aguiNode finds Node and npm (skipping without them) and makes
-// e2e/agui/node_modules hold what package-lock.json pins (npm ci): the
-// project's directory and the pinned versions, as acpNode does for e2e/acp.
+// aguiNode makes e2e/agui ready (nodeProject): Node, the project's
+// directory and the pinned versions of aguiPackages.
 func aguiNode(t *testing.T) (node, dir string, pinned map[string]string) {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing(t, "node not found in PATH (Node 20.6 or later runs e2e/agui/client.mjs)")
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		missing(t, "npm not found in PATH (it installs e2e/agui/node_modules)")
-	}
-	if v, ok := nodeVersion(node); !ok {
-		missing(t, "%s --version = %q: Node 20.6 or later is needed", node, v)
-	}
-	if dir, err = filepath.Abs(aguiDir); err != nil {
-		t.Fatal(err)
-	}
-	if pinned, err = aguiPinned(dir); err != nil {
-		t.Fatal(err)
-	}
-	if stale := aguiStale(dir); stale != "" {
-		t.Logf("e2e/agui: %s; running npm ci", stale)
-		sdkRun(t, 5*time.Minute, dir, nil, npm, "ci", "--no-audit", "--no-fund")
-		if stale := aguiStale(dir); stale != "" {
-			t.Fatalf("e2e/agui: after npm ci: %s", stale)
-		}
-	}
-	return node, dir, pinned
-}
-
-// aguiPinned returns the versions of aguiPackages that e2e/agui/package.json
-// and package-lock.json pin (one exact version of each in both).
-func aguiPinned(dir string) (map[string]string, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "package.json"))
-	if err != nil {
-		return nil, fmt.Errorf("e2e/agui: %w", err)
-	}
-	var pkg struct {
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	if err := json.Unmarshal(raw, &pkg); err != nil {
-		return nil, fmt.Errorf("e2e/agui/package.json: %w", err)
-	}
-	lock, err := readLockFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, p := range aguiPackages {
-		spec := pkg.Dependencies[p]
-		if spec == "" || spec != lock["node_modules/"+p] {
-			return nil, fmt.Errorf("e2e/agui: package.json asks for %s %q, package-lock.json has %q: pin one exact version in both", p, spec, lock["node_modules/"+p])
-		}
-		out[p] = spec
-	}
-	return out, nil
-}
-
-// aguiStale says which package of package-lock.json dir/node_modules does
-// not hold at its pinned version, or "" when all are there.
-func aguiStale(dir string) string {
-	lock, err := readLockFile(filepath.Join(dir, "package-lock.json"))
-	if err != nil {
-		return err.Error()
-	}
-	for _, p := range slices.Sorted(maps.Keys(lock)) {
-		if !strings.HasPrefix(p, "node_modules/") {
-			continue
-		}
-		var pkg struct {
-			Version string `json:"version"`
-		}
-		raw, err := os.ReadFile(filepath.Join(dir, p, "package.json"))
-		if err == nil {
-			err = json.Unmarshal(raw, &pkg)
-		}
-		if err != nil || pkg.Version != lock[p] {
-			return fmt.Sprintf("%s is not installed at %s (have %q)", p, lock[p], pkg.Version)
-		}
-	}
-	return ""
+	return nodeProject(t, aguiDir, aguiPackages...)
 }
 
 // checkAGUI asserts what issue 25 requires of the report.
