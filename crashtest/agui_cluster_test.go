@@ -16,7 +16,8 @@ import (
 // TestScaleOutAGUI: AG-UI runs posted to an instance that does not run the
 // session are answered by the one that does, in both forms (the thread in
 // the body, and in the path): the stream comes through, the session stays
-// with its owner, and each run admits its one message there.
+// with its owner, and each run admits its one message there. A sync replay
+// of the session (its thread too only in the body) is forwarded likewise.
 func TestScaleOutAGUI(t *testing.T) {
 	pg := pgtest.Need(t)
 	db := pg.FreshDB(t)
@@ -78,5 +79,36 @@ func TestScaleOutAGUI(t *testing.T) {
 	var msgs []json.RawMessage
 	if err := a.getJSON("/session/"+sid+"/message", &msgs); err != nil || len(msgs) != 4 {
 		t.Errorf("A has %d messages (%v), want 4: two runs, one message and its reply each", len(msgs), err)
+	}
+
+	// The session's own history replayed through B: A has it all (the
+	// replay is idempotent) and answers.
+	st, body, err := b.do("POST", "/sync/history", []byte("{}"))
+	if err != nil || st != 200 {
+		t.Fatalf("POST /sync/history on B: %d %v %s", st, err, body)
+	}
+	var history []map[string]any
+	if err := json.Unmarshal(body, &history); err != nil {
+		t.Fatal(err)
+	}
+	var events []any
+	for _, e := range history {
+		if e["aggregate_id"] == sid {
+			events = append(events, map[string]any{"id": e["id"], "aggregateID": sid, "seq": e["seq"], "type": e["type"], "data": e["data"]})
+		}
+	}
+	if len(events) == 0 {
+		t.Fatalf("no history of %s in %s", sid, body)
+	}
+	st, body, err = b.do("POST", "/sync/replay", mustJSON(map[string]any{"directory": project, "events": events}))
+	if err != nil || st != 200 || !bytes.Contains(body, []byte(sid)) {
+		t.Errorf("POST /sync/replay on B of A's session: %d %v %s", st, err, body)
+	}
+	if owner := ownerOf(t, conn, sid); owner != urls[0] {
+		t.Errorf("after the replay through B the session is owned by %q, want A (%s)", owner, urls[0])
+	}
+	// A handled it (its log has the replay), not B.
+	if la, lb := tail(filepath.Join(dir, "a.log"), 400), tail(filepath.Join(dir, "b.log"), 400); !strings.Contains(la, "sync replay") || strings.Contains(lb, "sync replay") {
+		t.Errorf("the replay was not handled by the session's owner A:\nA: %s\nB: %s", la, lb)
 	}
 }

@@ -109,35 +109,50 @@ func (s *Server) mint(field string, body []byte) []byte {
 // larger run is not looked into, and the handler refuses it.
 const aguiMaxBody = 32 << 20
 
-// aguiThread is the thread of a POST /agui run, its body's threadId (the
-// body is kept for the handler), so a run of a session another instance
-// runs is forwarded there as the path form is.
-func aguiThread(r *http.Request) (string, bool) {
-	if r.Method != http.MethodPost || r.URL.Path != "/agui" {
+// bodySession is the session of the two POSTs that name it only in their
+// body: an AG-UI run (threadId) and a sync replay (its first event's
+// aggregateID). The body is kept for the handler. A request for a session
+// another instance runs is forwarded there, as the session routes are.
+func bodySession(r *http.Request) (string, bool) {
+	if r.Method != http.MethodPost || (r.URL.Path != "/agui" && r.URL.Path != "/sync/replay") {
 		return "", false
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, aguiMaxBody+1))
+	limit := int64(maxBody)
+	if r.URL.Path == "/agui" {
+		limit = aguiMaxBody
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	r.Body = struct {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-	if err != nil || len(body) > aguiMaxBody {
+	if err != nil || int64(len(body)) > limit {
 		return "", false
 	}
 	var p struct {
 		ThreadID string `json:"threadId"`
+		Events   []struct {
+			AggregateID string `json:"aggregateID"`
+		} `json:"events"`
 	}
-	if json.Unmarshal(body, &p) != nil || !strings.HasPrefix(p.ThreadID, "ses_") {
-		return "", false
+	if json.Unmarshal(body, &p) != nil {
+		return "", false // the handler answers what is wrong with it
 	}
-	return p.ThreadID, true
+	id := p.ThreadID
+	if r.URL.Path == "/sync/replay" {
+		id = ""
+		if len(p.Events) > 0 {
+			id = p.Events[0].AggregateID
+		}
+	}
+	return id, strings.HasPrefix(id, "ses_")
 }
 
 func (s *Server) forward(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := s.sessionOf(r)
 		if !ok && r.Header.Get(forwardedHeader) == "" {
-			id, ok = aguiThread(r)
+			id, ok = bodySession(r)
 		}
 		if !ok || r.Header.Get(forwardedHeader) != "" {
 			next.ServeHTTP(w, r)
