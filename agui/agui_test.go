@@ -713,3 +713,59 @@ func TestFrontendToolWithServerTool(t *testing.T) {
 		t.Errorf("the server call's result in the run: %v\n%s", res, raw)
 	}
 }
+
+// TestResultAndNewMessage: a run that brings a frontend call's result and
+// a new user message streams the rest of the waiting turn, then the turn
+// of its message.
+func TestResultAndNewMessage(t *testing.T) {
+	srv, _ := toolServer(t)
+	defer srv.Stop()
+	thread := identifier.NewSession()
+	tools := []any{map[string]any{"name": "confirm_choice", "description": "Confirm", "parameters": map[string]any{"type": "object"}}}
+	body := input(thread, "r1", user("u1", `call:confirm_choice {"choice":"green"} then: confirmed`))
+	body["tools"] = tools
+	_, evs, raw := run(t, srv.URL, body)
+	out, _ := evs[len(evs)-1]["outcome"].(map[string]any)
+	pend, _ := out["pendingToolCallIds"].([]any)
+	if len(pend) != 1 {
+		t.Fatalf("run ended %v\n%s", evs[len(evs)-1], raw)
+	}
+	hist := append(evs[1]["messages"].([]any),
+		map[string]any{"id": "tool-1", "role": "tool", "toolCallId": pend[0], "content": "green it is"},
+		user("u2", "and now this"))
+	body2 := input(thread, "r2", hist...)
+	body2["tools"] = tools
+	_, evs, raw = run(t, srv.URL, body2)
+	got := text(evs, "assistant")
+	if !strings.Contains(got, "Done. confirmed") || !strings.Contains(got, "You said: and now this") {
+		t.Errorf("the run streamed %q, want the waiting turn's end and the new message's answer\n%s", got, raw)
+	}
+	if last := evs[len(evs)-1]; last.s("type") != "RUN_FINISHED" {
+		t.Errorf("ends %v", last)
+	}
+}
+
+// TestQueuedBehindRunning: a run queued while another run's turn runs
+// streams its own turn, which the core starts in the commit that ends the
+// other (whose idle comes after the new turn's first events).
+func TestQueuedBehindRunning(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 10, Delay: 30 * time.Millisecond}})
+	defer srv.Stop()
+	thread := identifier.NewSession()
+	first := make(chan []ev, 1)
+	go func() {
+		_, evs, _ := run(t, srv.URL, input(thread, "r1", user("u1", "first one")))
+		first <- evs
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Manager.Status()[thread] != "busy" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, evs, raw := run(t, srv.URL, input(thread, "r2", user("u2", "second one")))
+	if got := text(evs, "assistant"); got != "You said: second one" {
+		t.Errorf("the queued run streamed %q\n%s", got, raw)
+	}
+	if got := text(<-first, "assistant"); got != "You said: first one" {
+		t.Errorf("the first run streamed %q", got)
+	}
+}

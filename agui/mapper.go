@@ -35,6 +35,11 @@ const (
 	endPending   // only frontend tool calls are open: the client runs them
 	endCancelled // the turn was aborted
 	endError
+	// idleSeen: session.status idle. A turn's end says idle even when the
+	// next queued input starts a turn in the same commit (its prompted
+	// may come first), so the run asks the core whether the session is
+	// still busy before it ends (Handler.follow).
+	idleSeen
 )
 
 // streamed is one text, reasoning or tool-argument stream: what was sent
@@ -349,7 +354,7 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 		}
 		p, _ := data[opencode.SessionStatus](e)
 		if p.Status.Type == "idle" {
-			return mp.turnEnded()
+			return idleSeen
 		}
 	}
 	return goOn

@@ -22,6 +22,10 @@ type plan struct {
 	parentRun string
 	// admitted: the run admitted its targets (subscribed before).
 	admitted bool
+	// continued: the run handed over results or answered asks, so the
+	// running turn goes on from now: the stream follows it live (and any
+	// targets after it), with nothing to read from the log.
+	continued bool
 	// refuse ends the run with RUN_ERROR at once: nothing was admitted.
 	refuse *inputError
 }
@@ -220,6 +224,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 		inbox = append(inbox, out)
 	}
 	pl.admitted = len(fresh) > 0
+	pl.continued = len(results) > 0 || len(answered) > 0
 	if len(fresh) > 0 && !busy {
 		h.setRun(thread, in.RunID)
 	}

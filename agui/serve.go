@@ -185,7 +185,7 @@ func (h *Handler) ServeThread(w http.ResponseWriter, r *http.Request, thread str
 func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *mapper, sub *eventbus.Subscription, keepAlive func()) ending {
 	var stopHandOver func()
 	core := h.o.Core
-	if len(pl.targets) > 0 {
+	if len(pl.targets) > 0 && !pl.continued {
 		first, err := core.Input(ctx, in.ThreadID, pl.targets[0])
 		if err != nil {
 			mp.failure = &opencode.EventError{Type: "NOT_FOUND", Message: err.Error()}
@@ -224,6 +224,16 @@ func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *m
 	// after each event and every 20 ms.
 	var handOver <-chan time.Time
 	handEnd := endPending
+	// idleCheck asks the core again, shortly after an idle it said was
+	// not the end (the session was still busy, its next turn starting or
+	// the last one's end not yet marked).
+	var idleCheck <-chan time.Time
+	var stopIdleCheck func()
+	defer func() {
+		if stopIdleCheck != nil {
+			stopIdleCheck()
+		}
+	}()
 	check := func() bool {
 		if !mp.clientOpen {
 			return false
@@ -256,11 +266,29 @@ func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *m
 			}
 			end := mp.add(e, false)
 			sub.Ack(e.Pos)
-			if end != goOn {
+			switch {
+			case end == idleSeen:
+				if end := h.idle(in.ThreadID, mp, sub); end != goOn {
+					return end
+				}
+				if idleCheck == nil {
+					t := time.NewTicker(20 * time.Millisecond)
+					idleCheck, stopIdleCheck = t.C, t.Stop
+				}
+				continue
+			case end != goOn:
 				return end
+			case idleCheck != nil && (e.Type == opencode.EvPrompted || e.Type == opencode.EvStepStarted):
+				// The idle was the last turn's: the next one runs.
+				stopIdleCheck()
+				idleCheck, stopIdleCheck = nil, nil
 			}
 			if check() {
 				return handEnd
+			}
+		case <-idleCheck:
+			if end := h.idle(in.ThreadID, mp, sub); end != goOn {
+				return end
 			}
 		case <-handOver:
 			if check() {
@@ -320,6 +348,22 @@ func (h *Handler) settled(ctx context.Context, thread string, mp *mapper, sub *e
 	return goOn
 }
 
+// idle answers a session.status idle: the run ends (with what the
+// subscription holds first) unless the session is busy again, the next
+// turn having started in the same commit; goOn then.
+func (h *Handler) idle(thread string, mp *mapper, sub *eventbus.Subscription) ending {
+	if h.o.Core.Status()[thread] == "busy" {
+		return goOn
+	}
+	if end := drain(sub, mp); end != goOn {
+		return end
+	}
+	if h.o.Core.Status()[thread] == "busy" {
+		return goOn // what it held started the next turn
+	}
+	return mp.turnEnded()
+}
+
 // drain maps what the subscription holds now, without waiting: what the
 // core did before it answered a question about its state.
 func drain(sub *eventbus.Subscription, mp *mapper) ending {
@@ -331,8 +375,8 @@ func drain(sub *eventbus.Subscription, mp *mapper) ending {
 			}
 			end := mp.add(e, false)
 			sub.Ack(e.Pos)
-			if end != goOn {
-				return end
+			if end != goOn && end != idleSeen {
+				return end // an idle here is the caller's to judge: it asks the core
 			}
 		default:
 			return goOn
