@@ -48,7 +48,7 @@ func ParseRules(raw json.RawMessage) ([]Rule, error) { return agent.ParseRules(r
 // or "reject" exactly once.
 type pendingAsk struct {
 	req   opencode.PermissionRequest
-	reply chan string
+	reply chan permReply
 	// v2: a client's own ask (AskPermission), announced in the v2 shape.
 	v2 bool
 }
@@ -68,8 +68,23 @@ func (m *Manager) Permissions() []opencode.PermissionRequest {
 	return out
 }
 
+// permReply is the user's answer to an ask: once, always or reject, and
+// for a reject the feedback the model is told (none: the turn stops after
+// the step, as OpenCode's does).
+type permReply struct {
+	reply, message string
+}
+
 // ReplyPermission answers a pending request with once, always or reject.
 func (m *Manager) ReplyPermission(ctx context.Context, requestID, reply string) error {
+	return m.ReplyPermissionWith(ctx, requestID, reply, "")
+}
+
+// ReplyPermissionWith answers a pending request; a reject with a message
+// hands the message to the model as the user's feedback (OpenCode's
+// CorrectedError) and the turn goes on, a reject without one ends the turn
+// after its step.
+func (m *Manager) ReplyPermissionWith(ctx context.Context, requestID, reply, message string) error {
 	if reply != "once" && reply != "always" && reply != "reject" {
 		return opencode.Errorf(opencode.EInvalid, "reply must be once, always or reject")
 	}
@@ -77,10 +92,10 @@ func (m *Manager) ReplyPermission(ctx context.Context, requestID, reply string) 
 	a := m.asks[requestID]
 	m.mu.Unlock()
 	if a == nil {
-		return &opencode.Error{Code: opencode.ENotFound, Message: "Permission request not found: " + requestID, Resource: "permission"}
+		return permissionNotFound(requestID)
 	}
 	var err error
-	derr := m.do(ctx, a.req.SessionID, func(r *runner) { err = r.answerAsk(requestID, reply) })
+	derr := m.do(ctx, a.req.SessionID, func(r *runner) { err = r.answerAsk(requestID, permReply{reply, message}) })
 	if derr != nil {
 		return derr
 	}
@@ -89,7 +104,7 @@ func (m *Manager) ReplyPermission(ctx context.Context, requestID, reply string) 
 
 // ask is called on the runner when a tool needs a decision. It returns the
 // action now ("allow"/"deny"), or "ask" with a channel the reply arrives on.
-func (r *runner) ask(call *toolRun, permission string, patterns []string) (string, chan string) {
+func (r *runner) ask(call *toolRun, permission string, patterns []string) (string, chan permReply) {
 	rulesets := r.rulesets()
 	action := "allow"
 	for _, p := range patterns {
@@ -106,7 +121,7 @@ func (r *runner) ask(call *toolRun, permission string, patterns []string) (strin
 	req := opencode.PermissionRequest{ID: r.m.ids.Ascending(identifier.Permission), SessionID: r.id, Permission: permission,
 		Patterns: patterns, Metadata: map[string]any{}, Always: patterns,
 		Tool: &opencode.PermissionTool{MessageID: call.messageID, CallID: call.callID}}
-	a := &pendingAsk{req: req, reply: make(chan string, 1)}
+	a := &pendingAsk{req: req, reply: make(chan permReply, 1)}
 	r.m.mu.Lock()
 	r.m.asks[req.ID] = a
 	r.m.mu.Unlock()
@@ -116,20 +131,21 @@ func (r *runner) ask(call *toolRun, permission string, patterns []string) (strin
 
 // answerAsk delivers a reply on the runner. "always" approves the patterns
 // for the rest of the session.
-func (r *runner) answerAsk(requestID, reply string) error {
+func (r *runner) answerAsk(requestID string, pr permReply) error {
 	r.m.mu.Lock()
 	a := r.m.asks[requestID]
 	delete(r.m.asks, requestID)
 	r.m.mu.Unlock()
 	if a == nil {
-		return &opencode.Error{Code: opencode.ENotFound, Message: "Permission request not found: " + requestID, Resource: "permission"}
+		return permissionNotFound(requestID)
 	}
+	reply := pr.reply
 	if reply == "always" {
 		for _, p := range a.req.Always {
 			r.approved = append(r.approved, Rule{Permission: a.req.Permission, Pattern: p, Action: "allow"})
 		}
 	}
-	a.reply <- reply
+	a.reply <- pr
 	if a.v2 {
 		r.publishLive(opencode.PermissionV2Replied{SessionID: r.id, RequestID: requestID, Reply: reply})
 		return nil
@@ -144,7 +160,7 @@ func (r *runner) rejectAsks() {
 	ids := sessionKeys(r.m.asks, r.id, func(a *pendingAsk) string { return a.req.SessionID })
 	r.m.mu.Unlock()
 	for _, id := range ids {
-		_ = r.answerAsk(id, "reject")
+		_ = r.answerAsk(id, permReply{reply: "reject"})
 	}
 	r.rejectQuestions()
 }
@@ -160,4 +176,11 @@ func sessionKeys[V any](m map[string]V, session string, of func(V) string) []str
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// permissionNotFound is the answer to a reply to no pending request
+// (OpenCode's PermissionNotFoundError, on every route).
+func permissionNotFound(requestID string) error {
+	return &opencode.Error{Code: opencode.ENotFound, Resource: "permission", RequestID: requestID,
+		Message: "Permission request not found: " + requestID}
 }

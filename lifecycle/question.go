@@ -94,7 +94,8 @@ func (m *Manager) ReplyQuestion(ctx context.Context, requestID string, answers [
 	q := m.questions[requestID]
 	m.mu.Unlock()
 	if q == nil {
-		return &opencode.Error{Code: opencode.ENotFound, Message: "Question not found: " + requestID, Resource: "question"}
+		return &opencode.Error{Code: opencode.ENotFound, Resource: "question", RequestID: requestID,
+			Message: "Question request not found: " + requestID}
 	}
 	var err error
 	derr := m.do(ctx, q.req.SessionID, func(r *runner) { err = r.answerQuestion(requestID, questionReply{answers: answers, rejected: reject}) })
@@ -111,7 +112,8 @@ func (r *runner) answerQuestion(requestID string, a questionReply) error {
 	delete(r.m.questions, requestID)
 	r.m.mu.Unlock()
 	if q == nil {
-		return &opencode.Error{Code: opencode.ENotFound, Message: "Question not found: " + requestID, Resource: "question"}
+		return &opencode.Error{Code: opencode.ENotFound, Resource: "question", RequestID: requestID,
+			Message: "Question request not found: " + requestID}
 	}
 	if a.rejected {
 		r.publishLive(opencode.QuestionRejected{SessionID: r.id, RequestID: requestID})

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,7 +14,8 @@ import (
 
 // TestQuestionTool: the question tool asks through question.asked and GET
 // /question; the reply route answers it and the model gets OpenCode's
-// answer text; the reject route dismisses it and the call fails.
+// answer text; the reject route dismisses it, the call fails and the turn
+// ends with its step.
 func TestQuestionTool(t *testing.T) {
 	for _, reject := range []bool{false, true} {
 		name := map[bool]string{false: "reply", true: "reject"}[reject]
@@ -72,7 +74,7 @@ func TestQuestionTool(t *testing.T) {
 			want := `User has answered your questions: "Which color?"="Blue". You can now continue with the user's answers in mind.`
 			wantEvent := "question.replied"
 			if reject {
-				want, wantEvent = "dismissed", "question.rejected"
+				want, wantEvent = "the user dismissed this question", "question.rejected"
 			}
 			sawEvent := false
 			for _, f := range collect(t, events, sid) {
@@ -82,6 +84,29 @@ func TestQuestionTool(t *testing.T) {
 				t.Errorf("no %s", wantEvent)
 			}
 			reqs := decodeRequests(t, stub.Requests())
+			if reject {
+				// As OpenCode: a dismissed question ends the turn with its
+				// step; the model is not called again.
+				if len(reqs) != 1 {
+					t.Fatalf("%d model calls, want 1", len(reqs))
+				}
+				r, err := http.Get(srv.URL + "/session/" + sid + "/message")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Body.Close()
+				var msgs []struct {
+					Parts []struct {
+						Type  string
+						State struct{ Status, Error string }
+					}
+				}
+				json.NewDecoder(r.Body).Decode(&msgs)
+				if n := len(msgs); n != 2 || !strings.Contains(fmt.Sprint(msgs[n-1].Parts), "error "+want) {
+					t.Errorf("messages %+v, want the user's and one whose question call failed %q", msgs, want)
+				}
+				return
+			}
 			if len(reqs) != 2 {
 				t.Fatalf("%d model calls", len(reqs))
 			}

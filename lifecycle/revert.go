@@ -152,29 +152,34 @@ func (r *runner) revert(messageID, partID string) (opencode.Session, error) {
 	if err != nil {
 		return r.sess, err
 	}
-	at := slices.IndexFunc(msgs, func(mp opencode.MessageWithParts) bool { return mp.Info.ID == messageID })
-	if at < 0 {
+	if !slices.ContainsFunc(msgs, func(mp opencode.MessageWithParts) bool { return mp.Info.ID == messageID }) {
 		return r.sess, opencode.MessageNotFound(r.id, messageID)
 	}
-	if partID != "" && !slices.ContainsFunc(msgs[at].Parts, func(p opencode.Part) bool { return p.ID == partID }) {
+	rev, at, pi := revertPoint(msgs, messageID, partID)
+	if rev == nil {
 		return r.sess, &opencode.Error{Code: opencode.ENotFound, SessionID: r.id, MessageID: messageID,
 			Message: "Part not found: " + partID}
 	}
-	// The files as they were when the first step at or after the revert
-	// point started.
+	// The files as they were when the step the revert point is in (or the
+	// first one after it) started.
 	target := ""
+	for i := pi; i >= 0 && rev.PartID != ""; i-- {
+		if p := msgs[at].Parts[i]; p.Type == opencode.PartStepStart && p.Snapshot != "" {
+			target = p.Snapshot
+			break
+		}
+	}
 	for _, mp := range msgs[at:] {
+		if target != "" {
+			break
+		}
 		for _, p := range mp.Parts {
 			if p.Type == opencode.PartStepStart && p.Snapshot != "" {
 				target = p.Snapshot
 				break
 			}
 		}
-		if target != "" {
-			break
-		}
 	}
-	rev := &opencode.SessionRevert{MessageID: messageID, PartID: partID}
 	if repo := r.repo(); repo != nil && target != "" {
 		// Unrevert goes back to the files as they are now (or as they were
 		// before the first of several reverts).
@@ -201,7 +206,68 @@ func (r *runner) revert(messageID, partID string) (opencode.Session, error) {
 	s := r.sess
 	s.Revert = rev
 	s.Time.Updated = r.m.now()
+	// As OpenCode: session.diff and the summary are what the reverted
+	// messages changed (their first step's start to their last step's end).
+	from, to := revertedRange(msgs[at:])
+	diff := noDiff
+	if repo := r.repo(); repo != nil {
+		diff = r.diffBetween(ctx, repo, from, to)
+	}
+	r.outbox().live(opencode.SessionDiff{SessionID: r.id, Diff: diff})
+	sum := opencode.SessionSummary{Files: int64(len(diff))}
+	for _, d := range diff {
+		sum.Additions += int64(d.Additions)
+		sum.Deletions += int64(d.Deletions)
+	}
+	s.Summary = &sum
 	return r.saveIntended(s)
+}
+
+// revertPoint is where a revert to messageID (partID, when given) starts,
+// as OpenCode picks it: at the part when text or a tool call comes before
+// it in its message, else at the user message the target belongs to (the
+// last one at or before it). at is that message's index in msgs, pi the
+// part's in it (-1 for none); rev is nil when the part is not there.
+func revertPoint(msgs []opencode.MessageWithParts, messageID, partID string) (rev *opencode.SessionRevert, at, pi int) {
+	user := -1
+	for i, mp := range msgs {
+		if mp.Info.Role == opencode.User {
+			user = i
+		}
+		for j := 0; j <= len(mp.Parts); j++ {
+			hit := partID == "" && mp.Info.ID == messageID && j == 0
+			if j < len(mp.Parts) && partID != "" {
+				hit = mp.Parts[j].ID == partID
+			}
+			if !hit {
+				continue
+			}
+			if slices.ContainsFunc(mp.Parts[:j], func(p opencode.Part) bool {
+				return p.Type == opencode.PartText || p.Type == opencode.PartTool
+			}) {
+				return &opencode.SessionRevert{MessageID: mp.Info.ID, PartID: partID}, i, j
+			}
+			if user < 0 {
+				user = i
+			}
+			return &opencode.SessionRevert{MessageID: msgs[user].Info.ID}, user, -1
+		}
+	}
+	return nil, -1, -1
+}
+
+// revertedRange is the snapshot the first step of msgs started from and
+// the one its last step ended at ("" when there is none).
+func revertedRange(msgs []opencode.MessageWithParts) (from, to string) {
+	from = firstSnapshot(msgs)
+	for _, mp := range msgs {
+		for _, p := range mp.Parts {
+			if p.Type == opencode.PartStepFinish && p.Snapshot != "" {
+				to = p.Snapshot
+			}
+		}
+	}
+	return from, to
 }
 
 // restoreIntent is a revert or unrevert whose file restore is under way:

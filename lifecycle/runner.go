@@ -165,6 +165,9 @@ type step struct {
 	// streamed is set when the model call returned; err is its error.
 	streamed bool
 	err      error
+	// blocked: the user rejected a call (or dismissed a question) without
+	// a word; the turn ends with the step.
+	blocked bool
 }
 
 func newRunner(m *Manager, st *state) *runner {

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -41,8 +42,8 @@ type askReq struct {
 }
 
 type askResp struct {
-	action string      // allow, deny, ask
-	reply  chan string // for ask: once, always or reject
+	action string         // allow, deny, ask
+	reply  chan permReply // for ask: once, always or reject
 }
 
 // toolResult is a finished tool run reported back to the runner.
@@ -159,6 +160,11 @@ type toolError string
 
 func (e toolError) Error() string { return string(e) }
 
+// errRejected is a call the user rejected without a word: the step ends
+// and the turn with it (OpenCode's RejectedError), the model is not asked
+// again.
+const errRejected = toolError("The user rejected permission to use this specific tool call.")
+
 // execTool runs on the tool's goroutine: permission first (asking the
 // runner, and the user if a rule says ask), then the tool itself.
 func (r *runner) execTool(ctx context.Context, n int64, callID string, impl tool.Tool, call tool.Call) (tool.Result, error) {
@@ -184,8 +190,11 @@ func (r *runner) execTool(ctx context.Context, n int64, callID string, impl tool
 	case "ask":
 		select {
 		case reply := <-resp.reply:
-			if reply == "reject" {
-				return tool.Result{}, toolError("The user rejected permission to use this specific tool call.")
+			if reply.reply == "reject" && reply.message != "" {
+				return tool.Result{}, toolError("The user rejected permission to use this specific tool call with the following feedback: " + reply.message)
+			}
+			if reply.reply == "reject" {
+				return tool.Result{}, errRejected
 			}
 		case <-ctx.Done():
 			return tool.Result{}, ctx.Err()
@@ -226,6 +235,9 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 	end := now
 	t := r.outbox()
 	if tr.err != nil {
+		if errors.Is(tr.err, errRejected) || errors.Is(tr.err, tool.ErrDismissed) {
+			st.blocked = true
+		}
 		c.failed = true
 		c.output = tr.err.Error()
 		p.State = &opencode.ToolState{Status: "error", Input: c.input, Error: c.output, Time: &opencode.ToolTime{Start: start, End: &end}}

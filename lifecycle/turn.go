@@ -631,7 +631,7 @@ func (r *runner) endStep(err error) {
 	// The boundary between model calls: steers admitted meanwhile join the
 	// turn here. Checking the inbox now, on the runner that owns it, is what
 	// keeps a steer that arrives as the turn ends from being stranded.
-	more := len(st.calls) > 0 && tu.steps < maxSteps && !tu.compact
+	more := len(st.calls) > 0 && tu.steps < maxSteps && !tu.compact && !st.blocked
 	if tu.compact {
 		t.live(opencode.SessionCompacted{SessionID: r.id})
 	}

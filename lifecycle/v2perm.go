@@ -49,6 +49,13 @@ func (r *runner) askV2(in opencode.PermissionV2Request, agentName string) (strin
 	}
 	req := opencode.PermissionRequest{ID: id, SessionID: r.id, Permission: in.Action, Patterns: in.Resources,
 		Metadata: in.Metadata, Always: in.Save}
+	// The v1 listing has them as objects and arrays, never null.
+	if req.Metadata == nil {
+		req.Metadata = map[string]any{}
+	}
+	if req.Always == nil {
+		req.Always = []string{}
+	}
 	if in.Source != nil {
 		req.Tool = &opencode.PermissionTool{MessageID: in.Source.MessageID, CallID: in.Source.CallID}
 	}
@@ -58,7 +65,7 @@ func (r *runner) askV2(in opencode.PermissionV2Request, agentName string) (strin
 		return "", "", &opencode.Error{Code: opencode.EConflict, SessionID: r.id, Resource: id,
 			Message: "Permission request " + id + " is already pending"}
 	}
-	r.m.asks[id] = &pendingAsk{req: req, reply: make(chan string, 1), v2: true}
+	r.m.asks[id] = &pendingAsk{req: req, reply: make(chan permReply, 1), v2: true}
 	r.m.mu.Unlock()
 	r.publishLive(req.V2())
 	return id, effect, nil

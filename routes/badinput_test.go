@@ -156,7 +156,9 @@ func biErrorShape(path string, r biResp, field string) []string {
 	// So do the project copy routes their bad payloads.
 	copyTagged := strings.HasPrefix(path, "/experimental/project/") && strings.HasSuffix(strings.SplitN(path, "?", 2)[0], "/copy") &&
 		str(body["_tag"]) == "InvalidRequestError"
-	if strings.HasPrefix(path, "/api/") || ptyTagged || copyTagged {
+	// And a permission or question request that is not pending.
+	askTagged := str(body["_tag"]) == "PermissionNotFoundError" || str(body["_tag"]) == "QuestionNotFoundError"
+	if strings.HasPrefix(path, "/api/") || ptyTagged || copyTagged || askTagged {
 		if str(body["_tag"]) == "" {
 			probs = append(probs, "v2 error without _tag: "+biClip(r.body))
 		}

@@ -60,6 +60,9 @@ type Core interface {
 	// Permissions, revert and diffs.
 	Permissions() []opencode.PermissionRequest
 	ReplyPermission(ctx context.Context, requestID, reply string) error
+	// ReplyPermissionWith is a reply with the user's message (a reject's
+	// feedback to the model).
+	ReplyPermissionWith(ctx context.Context, requestID, reply, message string) error
 	Questions() []opencode.QuestionRequest
 	ReplyQuestion(ctx context.Context, requestID string, answers [][]string, reject bool) error
 	// Tools and skills (listings).

@@ -65,6 +65,11 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 		writeJSON(w, k.HTTP, map[string]any{"_tag": k.V2, "sessionID": oe.SessionID, "message": msg})
 		return
 	}
+	if tag := askNotFound(oe); tag != "" {
+		// So are these (POST /permission/{id}/reply, /question/{id}/reply).
+		writeJSON(w, k.HTTP, map[string]any{"_tag": tag, "requestID": oe.RequestID, "message": msg})
+		return
+	}
 	if fam == v1 {
 		data := map[string]any{"message": msg}
 		if oe.Kind != "" {
@@ -83,9 +88,6 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 	switch oe.Code {
 	case opencode.ENotFound:
 		switch {
-		case oe.RequestID != "" && (oe.Resource == "permission" || oe.Resource == "question"):
-			body["_tag"] = map[string]string{"permission": "PermissionNotFoundError", "question": "QuestionNotFoundError"}[oe.Resource]
-			body["requestID"] = oe.RequestID
 		case oe.MessageID != "":
 			body["_tag"] = "MessageNotFoundError"
 			body["sessionID"] = oe.SessionID
@@ -103,4 +105,13 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 		}
 	}
 	writeJSON(w, k.HTTP, body)
+}
+
+// askNotFound is the tag of a permission or question request that is not
+// pending ("" for any other error).
+func askNotFound(oe *opencode.Error) string {
+	if oe.Code != opencode.ENotFound || oe.RequestID == "" {
+		return ""
+	}
+	return map[string]string{"permission": "PermissionNotFoundError", "question": "QuestionNotFoundError"}[oe.Resource]
 }

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -81,15 +80,8 @@ func replayOurs(rec replayRecording) map[string]replayOur {
 }
 
 func loadReplayRecording(t *testing.T) replayRecording {
-	t.Helper()
-	raw, err := os.ReadFile("../testdata/reference/replay/answers.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rec replayRecording
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		t.Fatal(err)
-	}
+	loadReference(t, "replay/answers.json", &rec)
 	return rec
 }
 

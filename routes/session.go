@@ -77,7 +77,7 @@ func (s *Server) permissionReply(w http.ResponseWriter, r *http.Request) error {
 	if err := validate.Struct(b); err != nil {
 		return validationError(err, "")
 	}
-	if err := s.m.ReplyPermission(detach(r.Context()), id, b.Reply); err != nil {
+	if err := s.m.ReplyPermissionWith(detach(r.Context()), id, b.Reply, b.Message); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, true)

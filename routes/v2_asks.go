@@ -112,7 +112,7 @@ func (s *Server) mountV2Asks(r chi.Router) {
 		if err := validate.Struct(b); err != nil {
 			return validationError(err, "")
 		}
-		if err := s.m.ReplyPermission(detach(r.Context()), p.ID, b.Reply); err != nil {
+		if err := s.m.ReplyPermissionWith(detach(r.Context()), p.ID, b.Reply, b.Message); err != nil {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -33,6 +33,8 @@ func TestDocumentValid(t *testing.T) {
 var taggedOnV1 = map[string]bool{"#/components/schemas/SessionBusyError": true, "#/components/schemas/ProjectNotFoundError": true,
 	"#/components/schemas/McpServerNotFoundError": true, "#/components/schemas/PtyNotFoundError": true,
 	"#/components/schemas/PtyForbiddenError": true,
+	// A permission or question request that is not pending (testdata/reference/edits).
+	"#/components/schemas/PermissionNotFoundError": true, "#/components/schemas/QuestionNotFoundError": true,
 	// The project copy routes' bad payloads (testdata/reference/workspace).
 	"#/components/schemas/InvalidRequestError": true}
 
