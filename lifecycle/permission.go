@@ -104,7 +104,7 @@ func (m *Manager) ReplyPermissionWith(ctx context.Context, requestID, reply, mes
 
 // ask is called on the runner when a tool needs a decision. It returns the
 // action now ("allow"/"deny"), or "ask" with a channel the reply arrives on.
-func (r *runner) ask(call *toolRun, permission string, patterns []string) (string, chan permReply) {
+func (r *runner) ask(call *toolRun, permission string, patterns []string, metadata map[string]any, always []string) (string, chan permReply) {
 	rulesets := r.rulesets()
 	action := "allow"
 	for _, p := range patterns {
@@ -118,8 +118,14 @@ func (r *runner) ask(call *toolRun, permission string, patterns []string) (strin
 	if action == "allow" {
 		return "allow", nil
 	}
+	if metadata == nil {
+		metadata = map[string]any{}
+	}
+	if always == nil {
+		always = patterns
+	}
 	req := opencode.PermissionRequest{ID: r.m.ids.Ascending(identifier.Permission), SessionID: r.id, Permission: permission,
-		Patterns: patterns, Metadata: map[string]any{}, Always: patterns,
+		Patterns: patterns, Metadata: metadata, Always: always,
 		Tool: &opencode.PermissionTool{MessageID: call.messageID, CallID: call.callID}}
 	a := &pendingAsk{req: req, reply: make(chan permReply, 1)}
 	r.m.mu.Lock()

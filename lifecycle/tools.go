@@ -38,7 +38,11 @@ type askReq struct {
 	callID     string
 	permission string
 	patterns   []string
-	resp       chan askResp
+	// metadata and always are the ask's as the tool details them
+	// (tool.AskDetailer); nil: {} and the patterns.
+	metadata map[string]any
+	always   []string
+	resp     chan askResp
 }
 
 type askResp struct {
@@ -176,6 +180,13 @@ func (r *runner) execTool(ctx context.Context, n int64, callID string, impl tool
 		return tool.Result{}, err
 	}
 	req := &askReq{callID: callID, permission: perm, patterns: patterns, resp: make(chan askResp, 1)}
+	if d, ok := impl.(tool.AskDetailer); ok {
+		// Worked out here, on the tool's goroutine (it reads the file):
+		// the ask, if one is made, carries them.
+		if req.metadata, req.always, err = d.AskDetails(call); err != nil {
+			return tool.Result{}, err
+		}
+	}
 	r.post(streamMsg{step: n, ask: req})
 	var resp askResp
 	select {
@@ -215,7 +226,7 @@ func (r *runner) onAsk(st *step, req *askReq) {
 		req.resp <- askResp{action: "allow"}
 		return
 	}
-	action, reply := r.ask(c, req.permission, req.patterns)
+	action, reply := r.ask(c, req.permission, req.patterns, req.metadata, req.always)
 	req.resp <- askResp{action: action, reply: reply}
 }
 

@@ -45,6 +45,9 @@ func (p PermissionRequest) V2() PermissionV2Request {
 	}
 	if p.Tool != nil {
 		out.Source = &PermissionV2Source{Type: "tool", MessageID: p.Tool.MessageID, CallID: p.Tool.CallID}
+		// A tool's ask carries no metadata in the v2 shape (OpenCode's v2
+		// tools ask without it); the v1 shape has the file and the diff.
+		out.Metadata = nil
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
@@ -75,6 +76,94 @@ func (t Edit) Run(ctx context.Context, c Call) (Result, error) {
 	return t.run(ctx, c, in, abs, rel)
 }
 
+// editPlan is an edit worked out before it is written: the file's text
+// before and after, and the strings as matched (CRLF files match with CRLF).
+type editPlan struct {
+	before, after string
+	oldS, newS    string
+	replaced      int
+	exists        bool
+	mode          fs.FileMode
+}
+
+// edited works out what the edit does to the file, writing nothing: run
+// writes it, and the permission ask shows its diff.
+func (t Edit) edited(s *scope, in editInput, rel string) (editPlan, error) {
+	oldS, newS := *in.OldString, *in.NewString
+	name := s.name(rel)
+	exists, mode, err := fileState(s, in.FilePath, rel)
+	if err != nil {
+		return editPlan{}, err
+	}
+
+	var before, after string
+	replaced := 1
+	if oldS == "" {
+		// OpenCode: an empty oldString writes newString as the whole file.
+		if exists {
+			b, err := s.root.ReadFile(name)
+			if err != nil {
+				return editPlan{}, s.fail(in.FilePath, err)
+			}
+			before = string(b)
+		}
+		after = newS
+	} else {
+		if !exists {
+			return editPlan{}, fmt.Errorf("file not found: %s", rel)
+		}
+		b, err := s.root.ReadFile(name)
+		if err != nil {
+			return editPlan{}, s.fail(in.FilePath, err)
+		}
+		before = string(b)
+		n := strings.Count(before, oldS)
+		if n == 0 && strings.Contains(before, "\r\n") && !strings.Contains(oldS, "\r\n") {
+			// The file uses CRLF line endings; match with them.
+			oldS = strings.ReplaceAll(oldS, "\n", "\r\n")
+			newS = strings.ReplaceAll(newS, "\n", "\r\n")
+			n = strings.Count(before, oldS)
+		}
+		switch {
+		case n == 0:
+			return editPlan{}, fmt.Errorf("oldString not found in %s; it must match the file's text exactly, including whitespace and indentation", rel)
+		case n > 1 && !in.ReplaceAll:
+			return editPlan{}, fmt.Errorf("found %d matches for oldString in %s; provide more surrounding lines in oldString to identify the correct match, or set replaceAll", n, rel)
+		}
+		if in.ReplaceAll {
+			after = strings.ReplaceAll(before, oldS, newS)
+			replaced = n
+		} else {
+			after = strings.Replace(before, oldS, newS, 1)
+		}
+	}
+	return editPlan{before: before, after: after, oldS: oldS, newS: newS, replaced: replaced, exists: exists, mode: mode}, nil
+}
+
+// AskDetails is what the permission ask of an edit carries, as OpenCode's:
+// the file and the diff of the edit (the TUI's permission dialog shows it),
+// and "*" to approve always.
+func (t Edit) AskDetails(c Call) (map[string]any, []string, error) {
+	in, abs, rel, err := t.input(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	if *in.OldString == *in.NewString {
+		return nil, nil, errors.New("oldString and newString must be different")
+	}
+	s, err := openScope(c.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	e, err := t.edited(s, in, rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	diff, _ := twoFilesPatch(abs, e.before, e.after)
+	return map[string]any{"filepath": abs, "diff": diff}, []string{"*"}, nil
+}
+
 // run edits the file resolve named (abs, rel) through a root on c.Dir.
 func (t Edit) run(ctx context.Context, c Call, in editInput, abs, rel string) (Result, error) {
 	oldS, newS := *in.OldString, *in.NewString
@@ -89,53 +178,12 @@ func (t Edit) run(ctx context.Context, c Call, in editInput, abs, rel string) (R
 		return Result{}, err
 	}
 	defer s.Close()
-	name := s.name(rel)
-	exists, mode, err := fileState(s, in.FilePath, rel)
+	e, err := t.edited(s, in, rel)
 	if err != nil {
 		return Result{}, err
 	}
-
-	var before, after string
-	replaced := 1
-	if oldS == "" {
-		// OpenCode: an empty oldString writes newString as the whole file.
-		if exists {
-			b, err := s.root.ReadFile(name)
-			if err != nil {
-				return Result{}, s.fail(in.FilePath, err)
-			}
-			before = string(b)
-		}
-		after = newS
-	} else {
-		if !exists {
-			return Result{}, fmt.Errorf("file not found: %s", rel)
-		}
-		b, err := s.root.ReadFile(name)
-		if err != nil {
-			return Result{}, s.fail(in.FilePath, err)
-		}
-		before = string(b)
-		n := strings.Count(before, oldS)
-		if n == 0 && strings.Contains(before, "\r\n") && !strings.Contains(oldS, "\r\n") {
-			// The file uses CRLF line endings; match with them.
-			oldS = strings.ReplaceAll(oldS, "\n", "\r\n")
-			newS = strings.ReplaceAll(newS, "\n", "\r\n")
-			n = strings.Count(before, oldS)
-		}
-		switch {
-		case n == 0:
-			return Result{}, fmt.Errorf("oldString not found in %s; it must match the file's text exactly, including whitespace and indentation", rel)
-		case n > 1 && !in.ReplaceAll:
-			return Result{}, fmt.Errorf("found %d matches for oldString in %s; provide more surrounding lines in oldString to identify the correct match, or set replaceAll", n, rel)
-		}
-		if in.ReplaceAll {
-			after = strings.ReplaceAll(before, oldS, newS)
-			replaced = n
-		} else {
-			after = strings.Replace(before, oldS, newS, 1)
-		}
-	}
+	before, after, replaced, exists, mode := e.before, e.after, e.replaced, e.exists, e.mode
+	oldS, newS = e.oldS, e.newS
 	if err := s.writeFile(in.FilePath, rel, []byte(after), mode, !exists); err != nil {
 		return Result{}, err
 	}

@@ -61,3 +61,11 @@ type Tool interface {
 	// running process is killed.
 	Run(ctx context.Context, c Call) (Result, error)
 }
+
+// AskDetailer is a tool whose permission ask says more than its patterns,
+// as OpenCode's edit and write do: metadata the client shows with the ask
+// (the file and the diff) and the patterns "always" approves. Its error,
+// like Permission's, fails the call before anything is asked.
+type AskDetailer interface {
+	AskDetails(c Call) (metadata map[string]any, always []string, err error)
+}

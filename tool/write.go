@@ -122,3 +122,32 @@ func (s *scope) writeFile(p, rel string, data []byte, mode fs.FileMode, mkdir bo
 	}
 	return s.fail(p, s.root.WriteFile(name, data, mode))
 }
+
+// AskDetails is what the permission ask of a write carries, as OpenCode's:
+// the file and the diff from its text now (none for a new file) to the
+// content, and "*" to approve always.
+func (t Write) AskDetails(c Call) (map[string]any, []string, error) {
+	in, abs, rel, err := t.input(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := openScope(c.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer s.Close()
+	exists, _, err := fileState(s, in.FilePath, rel)
+	if err != nil {
+		return nil, nil, err
+	}
+	before := ""
+	if exists {
+		b, err := s.root.ReadFile(s.name(rel))
+		if err != nil {
+			return nil, nil, s.fail(in.FilePath, err)
+		}
+		before = string(b)
+	}
+	diff, _ := twoFilesPatch(abs, before, *in.Content)
+	return map[string]any{"filepath": abs, "diff": diff}, []string{"*"}, nil
+}
