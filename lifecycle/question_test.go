@@ -74,7 +74,7 @@ func TestQuestionTool(t *testing.T) {
 			want := `User has answered your questions: "Which color?"="Blue". You can now continue with the user's answers in mind.`
 			wantEvent := "question.replied"
 			if reject {
-				want, wantEvent = "the user dismissed this question", "question.rejected"
+				want, wantEvent = "The user dismissed this question", "question.rejected"
 			}
 			sawEvent := false
 			for _, f := range collect(t, events, sid) {

@@ -11,7 +11,7 @@ import (
 )
 
 // ErrDismissed is a question the user dismissed.
-var ErrDismissed = errors.New("the user dismissed this question")
+var ErrDismissed = errors.New("The user dismissed this question") // OpenCode's words: its web app and the model read them
 
 // Question asks the user questions through the client's question dialog
 // and waits for the answers (Call.Ask).
