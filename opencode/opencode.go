@@ -101,6 +101,19 @@ type SessionRevert struct {
 	Diff      string `json:"diff,omitempty"`
 }
 
+// MarshalJSON writes diff whenever there is a snapshot, "" when the revert
+// changes no file, as OpenCode does (it diffs every tracked revert).
+func (r SessionRevert) MarshalJSON() ([]byte, error) {
+	type plain SessionRevert
+	if r.Snapshot == "" {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		plain
+		Diff string `json:"diff"`
+	}{plain(r), r.Diff})
+}
+
 // Role is a message's role.
 type Role string
 
