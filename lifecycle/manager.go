@@ -16,6 +16,7 @@ import (
 	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/identifier"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -59,8 +60,9 @@ type Config struct {
 	// nil: no model is known.
 	Catalog *catalog.Live
 	// ProjectOf is the ID of the project a directory belongs to, as
-	// OpenCode identifies it (vcs); nil or "": "global".
-	ProjectOf func(ctx context.Context, dir string) string
+	// OpenCode identifies it (vcs), and its work tree (a session's path is
+	// relative to it); nil or "": "global", the file system's root.
+	ProjectOf func(ctx context.Context, dir string) (id, worktree string)
 	// Directory is the default working directory of new sessions.
 	Directory string
 	// Snapshots records project files at each step (revert, step
@@ -559,13 +561,22 @@ func (m *Manager) CreateSession(ctx context.Context, opts opencode.SessionOption
 		title = defaultTitlePrefix + time.UnixMilli(now).UTC().Format("2006-01-02T15:04:05.000Z")
 	}
 	project := "global" // every directory outside git, as in OpenCode
+	path := strings.TrimPrefix(dir, "/")
 	if m.cfg.ProjectOf != nil {
-		if id := m.cfg.ProjectOf(ctx, dir); id != "" {
+		if id, worktree := m.cfg.ProjectOf(ctx, dir); id != "" {
 			project = id
+			// OpenCode's path: the directory relative to its work tree
+			// ("" at its root; outside git the root is "/").
+			if rel, err := filepath.Rel(worktree, dir); worktree != "" && err == nil && !strings.HasPrefix(rel, "..") {
+				path = filepath.ToSlash(rel)
+				if path == "." {
+					path = ""
+				}
+			}
 		}
 	}
 	s = opencode.Session{ID: opts.ID, Slug: slug(opts.ID), ProjectID: project, WorkspaceID: opts.WorkspaceID, Directory: dir,
-		Path: strings.TrimPrefix(dir, "/"), ParentID: opts.ParentID, Title: title, Agent: opts.Agent, Model: opts.Model,
+		Path: path, ParentID: opts.ParentID, Title: title, Agent: opts.Agent, Model: opts.Model,
 		Version: opencode.Version, Permission: opts.Permission, Metadata: opts.Metadata,
 		Time: opencode.SessionTime{Created: now, Updated: now}}
 	if err := m.store.Commit(ctx, s.ID, &store.Batch{Session: &s, CreateOnly: true}); errors.Is(err, store.ErrConflict) {

@@ -167,7 +167,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 			return nil, err
 		}
 	}
-	var projectIDs sync.Map // dir -> a git project's ID (ProjectOf)
+	var projectIDs sync.Map // dir -> a git project's identity (ProjectOf)
 	defClient, _ := mods.resolve(defProvider, defModel)
 	a.Manager = lifecycle.New(lifecycle.Config{Store: o.Store, Bus: a.Bus, Provider: defClient,
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
@@ -190,18 +190,18 @@ func New(ctx context.Context, o Options) (*App, error) {
 		// project routes do, as OpenCode's do when a directory is opened).
 		// A git project's ID is kept per directory (resolving it runs git);
 		// one outside git is not, as a git init may make it a project.
-		ProjectOf: func(ctx context.Context, dir string) string {
+		ProjectOf: func(ctx context.Context, dir string) (string, string) {
 			if id, ok := projectIDs.Load(dir); ok {
-				return id.(string)
+				return id.(vcs.Identity).ID, id.(vcs.Identity).Directory
 			}
 			id, err := vcs.Resolve(ctx, dir)
 			if err != nil {
-				return ""
+				return "", ""
 			}
 			if id.Git {
-				projectIDs.Store(dir, id.ID)
+				projectIDs.Store(dir, id)
 			}
-			return id.ID
+			return id.ID, id.Directory
 		}})
 	if err := a.Manager.Resume(ctx); err != nil {
 		a.Manager.Close()
