@@ -55,15 +55,12 @@ type streamed struct {
 }
 
 type callState struct {
-	id      string
-	name    string
-	msgID   string
-	args    streamed
-	ended   bool // TOOL_CALL_END sent
-	called  bool
-	done    bool
-	client  bool
-	started bool // TOOL_CALL_START sent
+	id     string
+	name   string
+	msgID  string
+	args   streamed
+	ended  bool // TOOL_CALL_END sent
+	client bool
 }
 
 // mapper turns a session's events into one run's AG-UI events.
@@ -93,6 +90,9 @@ type mapper struct {
 	failure     *opencode.EventError
 	aborted     bool
 	interrupt   []event
+	// handedOver are the frontend calls the core said the turn waits on
+	// alone (WaitingClientCalls): RUN_FINISHED's pendingToolCallIds.
+	handedOver []string
 }
 
 func newMapper(emit func(event)) *mapper {
@@ -131,7 +131,7 @@ func (mp *mapper) closeStreams(msgID string) {
 		}
 	}
 	for _, c := range mp.calls {
-		if c.started && !c.ended && (msgID == "" || c.msgID == msgID) {
+		if !c.ended && (msgID == "" || c.msgID == msgID) {
 			c.ended = true
 			mp.emit(event{"type": "TOOL_CALL_END", "toolCallId": c.id})
 		}
@@ -144,28 +144,6 @@ func (mp *mapper) finish() {
 	for len(mp.steps) > 0 {
 		mp.closeStep(mp.steps[len(mp.steps)-1])
 	}
-}
-
-// pending is the frontend calls the client must run, when nothing else of
-// the turn is open: the run ends and hands them over.
-func (mp *mapper) pending() []string {
-	var client []string
-	for id, c := range mp.calls {
-		if !c.called || c.done {
-			if c.started && !c.done && !c.called {
-				return nil // still streaming its arguments
-			}
-			continue
-		}
-		if !c.client {
-			return nil // a server tool still runs
-		}
-		client = append(client, id)
-	}
-	if len(mp.streams) > 0 {
-		return nil
-	}
-	return client
 }
 
 func data[T any](e *opencode.Event) (T, bool) {
@@ -199,7 +177,7 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 		}
 		// A steer joined the turn: its user message, where it was delivered.
 		mp.emit(event{"type": "TEXT_MESSAGE_START", "messageId": p.MessageID, "role": "user"})
-		if t := promptText(p.Prompt); t != "" {
+		if t := p.Prompt.Text; t != "" {
 			mp.emit(event{"type": "TEXT_MESSAGE_CONTENT", "messageId": p.MessageID, "delta": t})
 		}
 		mp.emit(event{"type": "TEXT_MESSAGE_END", "messageId": p.MessageID})
@@ -280,7 +258,6 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 			c = mp.startCall(p.CallID, p.Tool, p.AssistantMessageID, replay)
 		}
 		mp.endArgs(p.CallID, c, string(p.Input))
-		c.called = true
 		if c.client && !replay {
 			// The run hands the call over once the turn waits on the
 			// client alone (the core says when: WaitingClientCalls).
@@ -298,10 +275,6 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 		} else {
 			p, _ := data[opencode.ToolFailed](e)
 			callID, content, failed = p.CallID, p.Error.Message, true
-		}
-		c := mp.calls[callID]
-		if c != nil {
-			c.done = true
 		}
 		partID := mp.callPart[callID]
 		if partID == "" && mp.lookupParts != nil {
@@ -430,7 +403,7 @@ func (mp *mapper) startCall(callID, name, msgID string, replay bool) *callState 
 		return c
 	}
 	mp.openStep(msgID)
-	c := &callState{id: callID, name: name, msgID: msgID, client: mp.clientTools[name], started: true}
+	c := &callState{id: callID, name: name, msgID: msgID, client: mp.clientTools[name]}
 	c.args.catchUp = replay && !mp.subscribedFirst
 	mp.calls[callID] = c
 	mp.emit(event{"type": "TOOL_CALL_START", "toolCallId": callID, "toolCallName": name, "parentMessageId": msgID})
@@ -448,10 +421,6 @@ func (mp *mapper) endArgs(callID string, c *callState, text string) {
 	}
 	c.ended = true
 	mp.emit(event{"type": "TOOL_CALL_END", "toolCallId": callID})
-}
-
-func promptText(p opencode.Prompt) string {
-	return p.Text
 }
 
 // permissionInterrupt is a permission ask as an AG-UI interrupt: the next

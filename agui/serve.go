@@ -239,6 +239,7 @@ func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *m
 			return false
 		}
 		if ids, err := h.o.Core.WaitingClientCalls(ctx, in.ThreadID); err == nil && len(ids) > 0 {
+			mp.handedOver = ids
 			// The step's other events are on the bus by then: sent first.
 			if end := drain(sub, mp); end != goOn {
 				handEnd = end
@@ -332,6 +333,7 @@ func (h *Handler) settled(ctx context.Context, thread string, mp *mapper, sub *e
 		return endInterrupt
 	}
 	if ids, err := h.o.Core.WaitingClientCalls(ctx, thread); err == nil && len(ids) > 0 {
+		mp.handedOver = ids
 		if end := drain(sub, mp); end != goOn {
 			return end
 		}
@@ -395,16 +397,8 @@ func (h *Handler) end(ctx context.Context, in *RunAgentInput, mp *mapper, end en
 	case endSuccess:
 		fin["outcome"] = event{"type": "success"}
 	case endPending:
-		ids, _ := h.o.Core.WaitingClientCalls(ctx, in.ThreadID)
-		if len(ids) == 0 {
-			ids = mp.pending()
-		}
-		slices.Sort(ids)
-		out := event{"type": "success"}
-		if len(ids) > 0 {
-			out["pendingToolCallIds"] = ids
-		}
-		fin["outcome"] = out
+		ids := slices.Sorted(slices.Values(mp.handedOver))
+		fin["outcome"] = event{"type": "success", "pendingToolCallIds": ids}
 	case endInterrupt:
 		fin["outcome"] = event{"type": "interrupt", "interrupts": mp.interrupt}
 	case endCancelled:

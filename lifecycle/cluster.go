@@ -69,6 +69,9 @@ func (m *Manager) claim(ctx context.Context, id string) (int64, error) {
 	return 0, mapStoreErr(err, id)
 }
 
+// Clustered reports whether other instances may run sessions.
+func (m *Manager) Clustered() bool { return m.cl != nil }
+
 // Owner returns the address of the live instance that runs the session,
 // or "" when this instance may serve it (alone, it runs it already, or
 // nobody live owns it: the request's runner claims it).

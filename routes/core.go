@@ -52,6 +52,8 @@ type Core interface {
 	// Owner is the address of another live instance that runs the session
 	// (scale-out), "" when this instance serves it.
 	Owner(ctx context.Context, sessionID string) (string, error)
+	// Clustered: other instances may run sessions (Owner can be non-empty).
+	Clustered() bool
 	// AskSession is the session of a permission or question request
 	// another instance asked ("" if none).
 	AskSession(requestID string) string

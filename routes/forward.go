@@ -113,8 +113,12 @@ const aguiMaxBody = 32 << 20
 // body: an AG-UI run (threadId) and a sync replay (its first event's
 // aggregateID). The body is kept for the handler. A request for a session
 // another instance runs is forwarded there, as the session routes are.
+func namesSessionInBody(r *http.Request) bool {
+	return r.Method == http.MethodPost && (r.URL.Path == "/agui" || r.URL.Path == "/sync/replay")
+}
+
 func bodySession(r *http.Request) (string, bool) {
-	if r.Method != http.MethodPost || (r.URL.Path != "/agui" && r.URL.Path != "/sync/replay") {
+	if !namesSessionInBody(r) {
 		return "", false
 	}
 	limit := int64(maxBody)
@@ -151,7 +155,9 @@ func bodySession(r *http.Request) (string, bool) {
 func (s *Server) forward(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := s.sessionOf(r)
-		if !ok && r.Header.Get(forwardedHeader) == "" {
+		if !ok && namesSessionInBody(r) && r.Header.Get(forwardedHeader) == "" && s.m.Clustered() {
+			// Only a cluster reads the body here: alone, the handler's
+			// own decode is the only one.
 			id, ok = bodySession(r)
 		}
 		if !ok || r.Header.Get(forwardedHeader) != "" {
