@@ -3,6 +3,7 @@ package agui
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/opencode-server/opencode-server/identifier"
@@ -117,7 +118,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 			}
 			fresh = append(fresh, m)
 		case "tool":
-			if _, ok := k.ours(m.ID); ok || !contains(waiting, m.ToolCallID) {
+			if _, ok := k.ours(m.ID); ok || !slices.Contains(waiting, m.ToolCallID) {
 				continue
 			}
 			out := toolContent(m.Content)
@@ -255,15 +256,6 @@ func callParts(conv []opencode.MessageWithParts) map[string]string {
 		}
 	}
 	return out
-}
-
-func contains(ids []string, id string) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 // answer replies to one ask from its resume entry.
