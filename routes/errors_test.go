@@ -61,7 +61,7 @@ func TestErrorShapes(t *testing.T) {
 		h := routes.New(routes.Config{Manager: failingCore{err: c.err}, Directory: t.TempDir()})
 		for _, path := range []string{"/session/ses_x", "/api/session/ses_x"} {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			h.ServeHTTP(rec, loopbackRequest(http.MethodGet, path, nil))
 			b, _ := io.ReadAll(rec.Body)
 			if rec.Code != c.status {
 				t.Errorf("%v on %s: status %d, want %d", c.err, path, rec.Code, c.status)

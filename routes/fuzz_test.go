@@ -84,7 +84,7 @@ func fzStart(f *testing.F, o testserver.Options) *fzServer {
 func fzSession(f *testing.F, h http.Handler) string {
 	f.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("POST", "/session", strings.NewReader("{}")))
+	h.ServeHTTP(rec, loopbackRequest("POST", "/session", strings.NewReader("{}")))
 	var ses struct{ ID string }
 	if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &ses) != nil {
 		f.Fatalf("POST /session = %d %s", rec.Code, rec.Body)
@@ -96,9 +96,9 @@ func (s *fzServer) do(t *testing.T, method, target, ct string, body []byte) biRe
 	t.Helper()
 	var req *http.Request
 	if body != nil {
-		req = httptest.NewRequest(method, target, strings.NewReader(string(body)))
+		req = loopbackRequest(method, target, strings.NewReader(string(body)))
 	} else {
-		req = httptest.NewRequest(method, target, nil)
+		req = loopbackRequest(method, target, nil)
 	}
 	if ct != "" {
 		req.Header.Set("Content-Type", ct)
@@ -246,7 +246,7 @@ func FuzzPatchInbox(f *testing.F) {
 		for _, b := range []string{`{"parts":[{"type":"text","text":"first"}]}`,
 			`{"messageID":"` + mid + `","delivery":"queue","parts":[{"type":"text","text":"second"}]}`} {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("POST", "/session/"+id+"/prompt_async", strings.NewReader(b)))
+			h.ServeHTTP(rec, loopbackRequest("POST", "/session/"+id+"/prompt_async", strings.NewReader(b)))
 			if rec.Code != http.StatusNoContent {
 				f.Fatalf("prompt: %d %s", rec.Code, rec.Body)
 			}
@@ -286,7 +286,7 @@ func FuzzCursor(f *testing.F) {
 	s := fzStart(f, testserver.Options{Scripted: scripted.Config{Reply: "a b c d", Chunks: 4}})
 	rec := httptest.NewRecorder()
 	id := fzSession(f, s.ts.App.Handler)
-	s.ts.App.Handler.ServeHTTP(rec, httptest.NewRequest("POST", "/session/"+id+"/message",
+	s.ts.App.Handler.ServeHTTP(rec, loopbackRequest("POST", "/session/"+id+"/message",
 		strings.NewReader(`{"parts":[{"type":"text","text":"x"}]}`)))
 	if rec.Code != 200 {
 		f.Fatalf("prompt: %d %s", rec.Code, rec.Body)

@@ -18,7 +18,7 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		origin := r.Header.Get("Origin")
 		w.Header().Add("Vary", "Origin")
-		if origin != "" && !s.allowedOrigin(origin) {
+		if origin != "" && !s.allowedOrigin(origin, r) {
 			// A page on another site may send "simple" cross-origin requests
 			// (text/plain POSTs) without a preflight; they must never change
 			// anything here, or any web page could drive this machine's tools.
@@ -53,15 +53,28 @@ func (s *Server) cors(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) allowedOrigin(origin string) bool {
+// allowedOrigin reports whether a browser page of origin may use this
+// server: a --cors origin, a loopback one (any port, as `opencode serve`
+// allows), or one whose host is this server's by the Host rule
+// (allowedHost: the address the client connected to, an --allowed-host
+// name). Never "whatever the request's Host says": under DNS rebinding
+// Origin and Host are both the attacker's name.
+func (s *Server) allowedOrigin(origin string, r *http.Request) bool {
 	if slices.Contains(s.cfg.CORS, origin) {
 		return true
 	}
 	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return false
 	}
-	return isLoopbackHost(u.Hostname())
+	if isLoopbackHost(u.Hostname()) {
+		return true
+	}
+	hostport := u.Host
+	if u.Port() == "" && u.Scheme == "https" {
+		hostport = net.JoinHostPort(u.Hostname(), "443")
+	}
+	return s.allowedHost(hostport, localAddr(r), true)
 }
 
 func isLoopbackHost(h string) bool {

@@ -152,7 +152,7 @@ func TestLimitsIdleConnections(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	hdr := "POST /session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Pad: " + strings.Repeat("p", 200) + "\r\n"
+	hdr := "POST /session HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\nX-Pad: " + strings.Repeat("p", 200) + "\r\n"
 	for range dribble {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -201,7 +201,7 @@ func TestLimitsHeaderTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.Write([]byte("GET /global/health HTTP/1.1\r\nHost: x\r\n")); err != nil {
+	if _, err := c.Write([]byte("GET /global/health HTTP/1.1\r\nHost: " + strings.TrimPrefix(base, "http://") + "\r\n")); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -240,7 +240,7 @@ func TestLimitsSlowBody(t *testing.T) {
 			return "", err
 		}
 		defer conn.Close()
-		fmt.Fprintf(conn, "POST /session/%s/prompt_async HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", ses, len(body))
+		fmt.Fprintf(conn, "POST /session/%s/prompt_async HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", ses, addr, len(body))
 		for i := 0; i < len(body) && i < stopAfter; i++ {
 			if _, err := conn.Write([]byte{body[i]}); err != nil {
 				break
@@ -417,7 +417,7 @@ func TestLimitsStalledSSEClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stalled.Close()
-	if _, err := stalled.Write([]byte("GET /event HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+	if _, err := stalled.Write([]byte("GET /event HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
 

@@ -351,18 +351,14 @@ func (p *ptyRoutes) consume(ticket, id, dir string) bool {
 	return ok && time.Now().Before(t.expires) && t.id == id && t.dir == dir
 }
 
-// ptyOrigin reports whether a browser request comes from this server's
-// own page or an allowed origin (the CORS rules): websockets are not
-// subject to CORS, so another site's page could open one otherwise.
+// ptyOrigin reports whether a browser request comes from an allowed
+// origin (the CORS rules): websockets are not subject to CORS, so another
+// site's page could open one otherwise. An Origin equal to the request's
+// Host is not enough: under DNS rebinding both are the attacker's name.
+// No Origin is a program, not a page (the Host check guards those).
 func (s *Server) ptyOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
-	if o == "" {
-		return true
-	}
-	if u, err := url.Parse(o); err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host) {
-		return true
-	}
-	return s.allowedOrigin(o)
+	return o == "" || s.allowedOrigin(o, r)
 }
 
 // isPTYConnect reports whether r is the terminal websocket route.

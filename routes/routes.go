@@ -50,6 +50,11 @@ type Config struct {
 	// CORS lists extra allowed browser origins ("https://app.example.com");
 	// loopback origins are always allowed, and there is no wildcard.
 	CORS []string
+	// AllowedHosts are names (or name:port) besides this server's loopback
+	// address that requests may be addressed to (--allowed-host: a reverse
+	// proxy's name, a cluster instance's advertised host); AnyHost turns
+	// the Host check off.
+	AllowedHosts []string
 	// Commands are opencode.json's "command" entries.
 	Commands map[string]config.CommandConfig
 	// References are opencode.json's "references" (GET /api/reference).
@@ -149,7 +154,7 @@ func New(cfg Config) http.Handler {
 	s := &Server{cfg: cfg, m: cfg.Manager, ids: cfg.IDs, log: cfg.Logger, streams: newStreamLimiter(cfg.MaxStreams)}
 	s.projects.reg = cfg.Projects
 	r := chi.NewRouter()
-	r.Use(s.accessLog, s.recoverer, s.cors, s.auth, checkDirectory, s.routeWorkspace, s.forward)
+	r.Use(s.accessLog, s.recoverer, s.checkHost, s.cors, s.auth, checkDirectory, s.routeWorkspace, s.forward)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		if s.serveWeb(w, r) {
 			return

@@ -11,10 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -45,11 +47,14 @@ type options struct {
 	config    string
 	insecure  bool
 	cors      []string
-	reply     string
-	chunks    int
-	delay     time.Duration
-	heartbeat time.Duration
-	grace     time.Duration
+	// allowedHosts: --allowed-host, names besides loopback that requests
+	// may be addressed to.
+	allowedHosts []string
+	reply        string
+	chunks       int
+	delay        time.Duration
+	heartbeat    time.Duration
+	grace        time.Duration
 	// portSet: --port was given (acp serves HTTP only then).
 	portSet   bool
 	pgURL     string
@@ -88,6 +93,13 @@ func parseFlags(args []string, stderr *os.File) (options, error) {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow listening on a non-loopback address without OPENCODE_SERVER_PASSWORD")
 	fs.Func("cors", "allow this browser origin (repeatable; loopback origins are always allowed)", func(v string) error {
 		o.cors = append(o.cors, v)
+		return nil
+	})
+	fs.Func("allowed-host", "answer requests addressed to this host name (or name:port) too, e.g. a reverse proxy's (repeatable; '*' turns the Host check off)", func(v string) error {
+		if v == "" || strings.ContainsAny(v, "/ ") {
+			return fmt.Errorf("%q is not a host name", v)
+		}
+		o.allowedHosts = append(o.allowedHosts, v)
 		return nil
 	})
 	fs.StringVar(&o.reply, "scripted-reply", "", "scripted model: reply text (default: quotes the user's prompt)")
@@ -174,6 +186,10 @@ func start(ctx context.Context, o options, stderr *os.File, ln net.Listener) (*a
 		if addr == "" {
 			addr = "http://" + ln.Addr().String()
 		}
+		// Other instances forward requests addressed to the advertised host.
+		if u, err := url.Parse(addr); err == nil && u.Host != "" {
+			o.allowedHosts = append(o.allowedHosts, u.Host)
+		}
 		pg, err := postgres.OpenCluster(ctx, o.pgURL, postgres.ClusterOptions{Addr: addr, TTL: o.leaseTTL, Logger: log})
 		if err != nil {
 			return nil, nil, nil, err
@@ -194,7 +210,7 @@ func start(ctx context.Context, o options, stderr *os.File, ln net.Listener) (*a
 	a, err := app.New(ctx, app.Options{Store: st, Directory: o.directory, Config: cfg,
 		Scripted: scripted.Config{Reply: o.reply, Chunks: o.chunks, Delay: o.delay},
 		Username: os.Getenv("OPENCODE_SERVER_USERNAME"), Password: os.Getenv("OPENCODE_SERVER_PASSWORD"),
-		Heartbeat: o.heartbeat, CORS: o.cors, Logger: log, DataDir: o.data,
+		Heartbeat: o.heartbeat, CORS: o.cors, AllowedHosts: o.allowedHosts, Logger: log, DataDir: o.data,
 		Cluster: cluster, ForwardWindow: o.leaseTTL + 2*time.Second, StoreTimeout: storeTimeout(cluster != nil, o.leaseTTL),
 		WebDir: o.webDir, WebURL: webURL(o)})
 	if err != nil {

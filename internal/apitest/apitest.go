@@ -106,7 +106,8 @@ func needs2020(doc *openapi3.T) map[*openapi3.Operation]bool {
 // reports each mismatch with t.Errorf: an undocumented route or status, a
 // body or header that does not match the documented schema. Requests are not
 // validated (tests send invalid ones on purpose). An unmatched path may only
-// answer 404 (405 for a known path with another method, 401 without auth)
+// answer 404 (405 for a known path with another method, 401 without auth, 403
+// to a Host that is not the server's)
 // with the error shape of its family, or 204 to a CORS preflight. For text/event-stream responses only
 // the status and Content-Type are checked; the stream passes through
 // unbuffered.
@@ -195,6 +196,8 @@ func (v *validator) checkUnmatched(r *http.Request, rec *recorder, routeErr erro
 	switch {
 	case rec.status == http.StatusUnauthorized:
 		name = fam + "Unauthorized"
+	case rec.status == http.StatusForbidden:
+		name = fam + "Forbidden" // a Host that is not this server's, refused on every path
 	case rec.status == http.StatusNotFound && errors.Is(routeErr, routers.ErrPathNotFound):
 		name = fam + "UnknownRoute"
 	case rec.status == http.StatusMethodNotAllowed && errors.Is(routeErr, routers.ErrMethodNotAllowed):

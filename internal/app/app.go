@@ -54,6 +54,9 @@ type Options struct {
 	// StoreTimeout bounds each session commit (lifecycle.Config).
 	StoreTimeout time.Duration
 	CORS         []string
+	// AllowedHosts are the names requests may be addressed to besides the
+	// loopback address (routes.Config.AllowedHosts).
+	AllowedHosts []string
 	// DataDir holds the snapshot repositories (step snapshots, revert);
 	// empty: a temporary directory.
 	DataDir string
@@ -210,7 +213,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.PTY = pty.New(pty.Options{Idle: ptyIdle, Logger: o.Logger})
 	a.Handler = routes.New(routes.Config{Manager: a.Manager, PTY: a.PTY, Directory: o.Directory, Username: o.Username,
 		Password: o.Password, Catalog: cat, OpenAPI: api.OpenAPI, Heartbeat: o.Heartbeat, Done: a.done,
-		CORS: o.CORS, Logger: o.Logger, Commands: o.Config.Command, References: o.Config.References, MCP: servers, ForwardWindow: o.ForwardWindow,
+		CORS: o.CORS, AllowedHosts: o.AllowedHosts, Logger: o.Logger, Commands: o.Config.Command, References: o.Config.References, MCP: servers, ForwardWindow: o.ForwardWindow,
 		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive,
 		Workspaces: routes.ExperimentalFlag(o.Getenv, "OPENCODE_EXPERIMENTAL_WORKSPACES"), Web: web,
 		Projects: projects, AGUI: agui.New(agui.Options{Core: a.Manager, Directory: o.Directory, Logger: o.Logger, Done: a.done})})

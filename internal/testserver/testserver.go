@@ -43,13 +43,16 @@ type Options struct {
 	// Provider overrides the scripted model.
 	Provider provider.Provider
 	// Config is an opencode.json (providers, model, permission).
-	Config      *config.File
-	Tools       []tool.Tool
-	Password    string
-	Heartbeat   time.Duration
-	IdleTimeout time.Duration
-	Clock       func() time.Time
-	Directory   string
+	Config   *config.File
+	Tools    []tool.Tool
+	Password string
+	// AllowedHosts: --allowed-host (names besides loopback requests may
+	// be addressed to).
+	AllowedHosts []string
+	Heartbeat    time.Duration
+	IdleTimeout  time.Duration
+	Clock        func() time.Time
+	Directory    string
 	// WrapStore wraps the store the server uses (a failing or witnessing
 	// store); Server.Store stays the unwrapped one.
 	WrapStore func(store.Store) store.Store
@@ -134,7 +137,7 @@ func Start(t testing.TB, o Options) *Server {
 	s.AuthPath = authPath
 	env := o.Env
 	s.App, err = app.New(context.Background(), app.Options{Store: st, Directory: s.Directory, Config: o.Config,
-		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, Heartbeat: o.Heartbeat, IdleTimeout: o.IdleTimeout, Clock: o.Clock, DataDir: snapDir,
+		Scripted: o.Scripted, Provider: o.Provider, Tools: o.Tools, Password: o.Password, AllowedHosts: o.AllowedHosts, Heartbeat: o.Heartbeat, IdleTimeout: o.IdleTimeout, Clock: o.Clock, DataDir: snapDir,
 		Cluster: cluster, Models: &catalog.Source{Path: o.ModelsPath, NoFetch: true}, Auth: &catalog.AuthStore{Path: authPath},
 		Getenv: func(k string) string { return env[k] }})
 	if err != nil {
