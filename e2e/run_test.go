@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -202,4 +206,62 @@ func TestOneServerPerData(t *testing.T) {
 	if !strings.Contains(string(out), "in use by another process") || !strings.Contains(string(out), "one server per --data directory") {
 		t.Errorf("second server's error does not say why:\n%s", out)
 	}
+}
+
+// TestRunAttachBehindAllowedHost: behind a reverse proxy that passes the
+// client's Host on (as nginx's `proxy_set_header Host $http_host`), the
+// server refuses the proxy's name until --allowed-host names it; then
+// `opencode run --attach` through the proxy, with a password, streams the
+// reply as it does on loopback.
+func TestRunAttachBehindAllowedHost(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var target atomic.Pointer[url.URL]
+	proxy := &http.Server{Handler: &httputil.ReverseProxy{
+		FlushInterval: -1,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target.Load())
+			pr.Out.Host = pr.In.Host
+		},
+	}}
+	go func() { _ = proxy.Serve(ln) }()
+	t.Cleanup(func() { _ = proxy.Close() })
+	proxyURL := "http://" + ln.Addr().String()
+	// A loopback address on another port is another program's origin.
+	proxied := func(srv *server, password string) int {
+		u, _ := url.Parse(srv.URL)
+		target.Store(u)
+		req, _ := http.NewRequest(http.MethodGet, proxyURL+"/session", nil)
+		req.SetBasicAuth("opencode", password)
+		resp, err := srv.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	const password = "secret"
+	plain := startServer(t, serverOptions{password: password})
+	if code := proxied(plain, password); code != http.StatusForbidden {
+		t.Fatalf("GET /session through a proxy named %s without --allowed-host: %d, want 403", ln.Addr(), code)
+	}
+	if err := plain.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	reply := "E2E-PROXY-" + randomTag()
+	srv := startServer(t, serverOptions{reply: reply, password: password, extra: []string{"--allowed-host", ln.Addr().String()}})
+	if code := proxied(srv, password); code != http.StatusOK {
+		t.Fatalf("GET /session through the allowed proxy: %d, want 200", code)
+	}
+	oc := newClient(t, srv.Dir, "OPENCODE_SERVER_PASSWORD="+password)
+	stdout, stderr, err := oc.run(t, 60*time.Second, "run", "--attach", proxyURL, "hello through the proxy")
+	if err != nil || !strings.Contains(stdout, reply) {
+		t.Fatalf("opencode run --attach %s: %v\nstdout:\n%s\nstderr:\n%s", proxyURL, err, stdout, stderr)
+	}
+	checkTurn(t, srv, srv.onlySession(t, 10*time.Second), "hello through the proxy", reply)
 }
