@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/testserver"
@@ -162,5 +163,54 @@ func TestHistoryIsStored(t *testing.T) {
 	}
 	if got := len(turnCalls(srv.Model.Calls())); got != 1 {
 		t.Errorf("%d model calls after the repeated run, want 1", got)
+	}
+}
+
+// TestHistoryRefused: a history that cannot be stored is refused before
+// any event and admits nothing: while a turn runs (it would land inside
+// the turn) and when a msg_ ID of it is another session's.
+func TestHistoryRefused(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scriptedSlow()})
+	defer srv.Stop()
+	other := identifier.NewSession()
+	_, evs, _ := run(t, srv.URL, input(other, "o1", user("o-u1", "hello")))
+	taken := evs[1]["messages"].([]any)[0].(map[string]any)["id"].(string)
+
+	busy := identifier.NewSession()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _ = run(t, srv.URL, input(busy, "b1", user("b-u1", "a long answer please")))
+	}()
+	defer func() { <-done }() // the turn's run ends before the test
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Manager.Status()[busy] != "busy" && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if srv.Manager.Status()[busy] != "busy" {
+		t.Fatal("the turn is not running")
+	}
+	for _, c := range []struct {
+		name, thread, firstID string
+		status                int
+		code                  string
+	}{
+		{"while a turn runs", busy, "h-u1", 409, "SESSION_BUSY"},
+		{"another session's message", identifier.NewSession(), taken, 409, "CONFLICT"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st, _, raw := run(t, srv.URL, input(c.thread, "h1", user(c.firstID, "old question"),
+				map[string]any{"id": "h-a1", "role": "assistant", "content": "old answer"}, user("h-u2", "new question")))
+			if st != c.status || !strings.Contains(raw, `"code":"`+c.code+`"`) {
+				t.Errorf("status %d %s, want %d %s", st, raw, c.status, c.code)
+			}
+			for _, m := range messages(t, srv.URL, c.thread) {
+				for _, p := range m.Parts {
+					if strings.Contains(p.Text, "question") && p.Text != "a long answer please" {
+						t.Errorf("the refused run stored %q", p.Text)
+					}
+				}
+			}
+		})
 	}
 }
