@@ -1,7 +1,6 @@
 package agui_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -11,43 +10,6 @@ import (
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/provider"
 )
-
-// storedMessage is a stored message with what a history keeps of the
-// client: its ID in the first part's metadata.
-type storedMessage struct {
-	Info struct {
-		ID   string `json:"id"`
-		Role string `json:"role"`
-	} `json:"info"`
-	Parts []struct {
-		Type     string `json:"type"`
-		Text     string `json:"text"`
-		CallID   string `json:"callID"`
-		Metadata struct {
-			AGUI struct {
-				ClientMessageID string `json:"clientMessageId"`
-			} `json:"agui"`
-		} `json:"metadata"`
-		State *struct {
-			Status string `json:"status"`
-			Output string `json:"output"`
-		} `json:"state"`
-	} `json:"parts"`
-}
-
-func storedMessages(t *testing.T, url, sid string) []storedMessage {
-	t.Helper()
-	resp, err := client.Get(url + "/session/" + sid + "/message")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out []storedMessage
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // turnCalls are the model calls of turns (not of titles).
 func turnCalls(calls []provider.Request) []provider.Request {
@@ -126,7 +88,7 @@ func TestHistoryIsStored(t *testing.T) {
 		t.Errorf("the model got %d user and %d assistant messages, want %d and %d", users, assistants, n/2+1, n/2)
 	}
 
-	stored := storedMessages(t, srv.URL, thread)
+	stored := messages(t, srv.URL, thread)
 	if len(stored) != n+2 {
 		t.Fatalf("%d stored messages, want %d (the history, the new message, its reply)", len(stored), n+2)
 	}
@@ -158,7 +120,7 @@ func TestHistoryIsStored(t *testing.T) {
 	if fin := again[len(again)-1]; fin.s("type") != "RUN_FINISHED" {
 		t.Errorf("the repeated run ended %v", fin)
 	}
-	if got := len(storedMessages(t, srv.URL, thread)); got != n+2 {
+	if got := len(messages(t, srv.URL, thread)); got != n+2 {
 		t.Errorf("%d stored messages after the repeated run, want %d", got, n+2)
 	}
 	if got := len(turnCalls(srv.Model.Calls())); got != 1 {

@@ -203,6 +203,20 @@ func toolMessage(p opencode.Part) (map[string]any, bool) {
 	return nil, false
 }
 
+// identify gives a message's parts their IDs and returns the message's:
+// the client's when it is a msg_ ID, else one minted, the client's kept in
+// the first part's metadata (stored in the same commit as the message).
+func (h *Handler) identify(clientID string, parts []opencode.Part) string {
+	for j := range parts {
+		parts[j].ID = h.o.IDs.NewPart()
+	}
+	if identifier.Check(identifier.Message, clientID) == nil {
+		return clientID
+	}
+	parts[0].Metadata = clientMeta(clientID)
+	return h.o.IDs.NewMessage()
+}
+
 // toolResult is a tool message's result: its content, or its error when
 // it failed with no content.
 func toolResult(m Message) (string, bool) {
@@ -249,14 +263,7 @@ func (h *Handler) history(hist, all []Message) []opencode.MessageWithParts {
 				continue
 			}
 		}
-		for j := range parts {
-			parts[j].ID = h.o.IDs.NewPart()
-		}
-		id := m.ID
-		if identifier.Check(identifier.Message, id) != nil {
-			id = h.o.IDs.NewMessage()
-			parts[0].Metadata = clientMeta(m.ID)
-		}
+		id := h.identify(m.ID, parts)
 		out = append(out, opencode.MessageWithParts{Info: opencode.Message{ID: id, Role: role}, Parts: parts})
 	}
 	return out

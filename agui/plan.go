@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -240,14 +239,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 	for i, m := range fresh {
 		content, _ := userContent(m.Content)
 		parts := userParts(content)
-		for j := range parts {
-			parts[j].ID = h.o.IDs.NewPart()
-		}
-		id := m.ID
-		if identifier.Check(identifier.Message, id) != nil {
-			id = h.o.IDs.NewMessage()
-			parts[0].Metadata = clientMeta(m.ID)
-		}
+		id := h.identify(m.ID, parts)
 		if i == len(fresh)-1 {
 			if p, ok := contextPart(in.Context); ok {
 				p.ID = h.o.IDs.NewPart()
