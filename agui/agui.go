@@ -37,6 +37,7 @@ type Core interface {
 	ReplyQuestion(ctx context.Context, requestID string, answers [][]string, reject bool) error
 	ToolResult(ctx context.Context, sessionID, callID, output string, failed bool) error
 	WaitingClientCalls(ctx context.Context, sessionID string) ([]string, error)
+	StoreHistory(ctx context.Context, sessionID string, msgs []opencode.MessageWithParts) error
 }
 
 // Options configure the handler.

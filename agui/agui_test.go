@@ -194,7 +194,14 @@ type httpMessage struct {
 		Type   string `json:"type"`
 		Text   string `json:"text"`
 		CallID string `json:"callID"`
-		State  *struct {
+		// Metadata holds the client's ID of a message it sent under its
+		// own (AG-UI's clientMessageId).
+		Metadata struct {
+			AGUI struct {
+				ClientMessageID string `json:"clientMessageId"`
+			} `json:"agui"`
+		} `json:"metadata"`
+		State *struct {
 			Status string `json:"status"`
 			Output string `json:"output"`
 		} `json:"state"`

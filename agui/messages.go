@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -200,4 +201,93 @@ func toolMessage(p opencode.Part) (map[string]any, bool) {
 			"error": p.State.Error}, true
 	}
 	return nil, false
+}
+
+// identify gives a message's parts their IDs and returns the message's:
+// the client's when it is a msg_ ID, else one minted, the client's kept in
+// the first part's metadata (stored in the same commit as the message).
+func (h *Handler) identify(clientID string, parts []opencode.Part) string {
+	for j := range parts {
+		parts[j].ID = h.o.IDs.NewPart()
+	}
+	if identifier.Check(identifier.Message, clientID) == nil {
+		return clientID
+	}
+	parts[0].Metadata = clientMeta(clientID)
+	return h.o.IDs.NewMessage()
+}
+
+// toolResult is a tool message's result: its content, or its error when
+// it failed with no content.
+func toolResult(m Message) (string, bool) {
+	out := toolContent(m.Content)
+	failed := m.Error != ""
+	if failed && out == "" {
+		out = m.Error
+	}
+	return out, failed
+}
+
+// noResult is the error of a history's call the client sent no result for.
+const noResult = "The client sent no result for this call"
+
+// history is a run's history as our messages, for Core.StoreHistory: a
+// user message's content, an assistant message's text and tool calls,
+// each call with the result a tool message of the run gives it. A msg_
+// ID is kept as the message's; any other is kept in its first part's
+// metadata, as an admission keeps it. An assistant message with neither
+// text nor calls has nothing to store.
+func (h *Handler) history(hist, all []Message) []opencode.MessageWithParts {
+	results := map[string]Message{}
+	for _, m := range all {
+		if m.Role == "tool" {
+			results[m.ToolCallID] = m
+		}
+	}
+	var out []opencode.MessageWithParts
+	for _, m := range hist {
+		var parts []opencode.Part
+		role := opencode.User
+		if m.Role == "user" {
+			content, _ := userContent(m.Content)
+			parts = userParts(content)
+		} else {
+			role = opencode.Assistant
+			if t := toolContent(m.Content); t != "" {
+				parts = append(parts, opencode.Part{Type: opencode.PartText, Text: t})
+			}
+			for _, c := range m.ToolCalls {
+				parts = append(parts, historyCall(c, results))
+			}
+			if len(parts) == 0 {
+				continue
+			}
+		}
+		id := h.identify(m.ID, parts)
+		out = append(out, opencode.MessageWithParts{Info: opencode.Message{ID: id, Role: role}, Parts: parts})
+	}
+	return out
+}
+
+// historyCall is one call of a history's assistant message as a tool
+// part, finished with its result (an error when it has none).
+func historyCall(c ToolCall, results map[string]Message) opencode.Part {
+	input := json.RawMessage(c.Function.Arguments)
+	if !json.Valid(input) {
+		input = json.RawMessage("{}")
+	}
+	name := c.Function.Name
+	if name == "" {
+		name = "unknown"
+	}
+	st := &opencode.ToolState{Status: "error", Input: input, Error: noResult}
+	if r, ok := results[c.ID]; ok {
+		out, failed := toolResult(r)
+		if failed {
+			st.Error = out
+		} else {
+			st.Status, st.Error, st.Output, st.Title = "completed", "", &out, name
+		}
+	}
+	return opencode.Part{Type: opencode.PartTool, CallID: c.ID, Tool: name, State: st}
 }

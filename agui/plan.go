@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -32,7 +31,7 @@ type plan struct {
 }
 
 // known is what the session holds: our message IDs, and the client IDs
-// its admitted messages were sent under.
+// its admitted messages and stored history were sent under.
 type known struct {
 	ids    map[string]bool
 	client map[string]string // client ID -> msg_ ID
@@ -50,10 +49,8 @@ func (h *Handler) known(ctx context.Context, thread string) (known, []opencode.M
 	}
 	for _, m := range conv {
 		k.ids[m.Info.ID] = true
-		if m.Info.Role == opencode.User {
-			if c := clientIDOf(m.Parts); c != "" {
-				k.client[c] = m.Info.ID
-			}
+		if c := clientIDOf(m.Parts); c != "" {
+			k.client[c] = m.Info.ID
 		}
 		for _, p := range m.Parts {
 			k.ids[p.ID] = true
@@ -95,44 +92,75 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 	}
 	pl := &plan{}
 
-	// What is new: user messages the session has under neither ID, tool
-	// messages for calls that wait for the client.
+	// What is new. The run's input is its user messages after its last
+	// assistant message; what comes before that and the session holds
+	// under neither ID is history (a chat moved into a new thread), stored
+	// as the conversation, never run as turns. Tool messages answer calls
+	// that wait for the client.
 	waiting, err := core.WaitingClientCalls(ctx, thread)
 	if err != nil {
 		return nil, err
+	}
+	held := heldCalls(conv)
+	lastAssistant := -1
+	for i, m := range in.Messages {
+		if m.Role == "assistant" {
+			lastAssistant = i
+		}
 	}
 	type result struct {
 		callID, output string
 		failed         bool
 	}
-	var fresh []Message
+	var hist, fresh []Message
 	var results []result
-	var system []string
+	var stale, system []string
+	histCalls := map[string]bool{}
 	lastKnown := ""
-	for _, m := range in.Messages {
+	for i, m := range in.Messages {
 		switch m.Role {
 		case "user":
 			if id, ok := k.ours(m.ID); ok {
 				lastKnown = id
+			} else if i < lastAssistant {
+				hist = append(hist, m)
+			} else {
+				fresh = append(fresh, m)
+			}
+		case "assistant":
+			// The client's copy of a message of ours under its own ID
+			// holds our calls.
+			if _, ok := k.ours(m.ID); ok || slices.ContainsFunc(m.ToolCalls, func(c ToolCall) bool { return held[c.ID] != nil }) {
 				continue
 			}
-			fresh = append(fresh, m)
+			hist = append(hist, m)
+			for _, c := range m.ToolCalls {
+				histCalls[c.ID] = true
+			}
 		case "tool":
-			if _, ok := k.ours(m.ID); ok || !slices.Contains(waiting, m.ToolCallID) {
+			if _, ok := k.ours(m.ID); ok || histCalls[m.ToolCallID] {
 				continue
 			}
-			out := toolContent(m.Content)
-			failed := m.Error != ""
-			if failed && out == "" {
-				out = m.Error
+			out, failed := toolResult(m)
+			switch {
+			case slices.Contains(waiting, m.ToolCallID):
+				results = append(results, result{m.ToolCallID, out, failed})
+			case !handedOver(held[m.ToolCallID], out, failed):
+				// A result for a call that no longer waits (a restart
+				// cut it off) or never did: refused, not dropped.
+				stale = append(stale, m.ToolCallID)
 			}
-			results = append(results, result{m.ToolCallID, out, failed})
 		case "system", "developer":
 			var s string
 			if json.Unmarshal(m.Content, &s) == nil && s != "" {
 				system = append(system, s)
 			}
 		}
+	}
+	if len(stale) > 0 {
+		pl.refuse = &inputError{code: opencode.KindOf(opencode.ENotFound).AGUI, message: "tool call " + strings.Join(stale, ", ") +
+			" is not waiting for a result (it was cut off by a restart, was answered already or was never made): nothing of the run was admitted"}
+		return pl, nil
 	}
 
 	// Asks: resume[] answers them; anything else while one waits is
@@ -155,7 +183,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 		}
 	}
 	unanswered := len(asks) > len(answered)
-	if unanswered && (len(fresh) > 0 || len(results) > 0) {
+	if unanswered && (len(fresh) > 0 || len(results) > 0 || len(hist) > 0) {
 		var ids []string
 		for id := range asks {
 			if !answered[id] {
@@ -164,6 +192,16 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 		}
 		pl.refuse = &inputError{code: "PENDING_INTERRUPT", message: "the thread has interrupts to answer first (resume[] with their IDs): " + strings.Join(ids, ", ")}
 		return pl, nil
+	}
+	if len(hist) > 0 {
+		// One commit before anything else: a history refused (the turn
+		// runs, an ID is another session's) leaves nothing admitted.
+		if err := core.StoreHistory(ctx, thread, h.history(hist, in.Messages)); err != nil {
+			return nil, err
+		}
+		if conv, err = core.Messages(ctx, thread); err != nil {
+			return nil, err
+		}
 	}
 	for _, r := range in.Resume {
 		kind, ok := asks[r.InterruptID]
@@ -201,14 +239,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 	for i, m := range fresh {
 		content, _ := userContent(m.Content)
 		parts := userParts(content)
-		for j := range parts {
-			parts[j].ID = h.o.IDs.NewPart()
-		}
-		id := m.ID
-		if identifier.Check(identifier.Message, id) != nil {
-			id = h.o.IDs.NewMessage()
-			parts[0].Metadata = clientMeta(m.ID)
-		}
+		id := h.identify(m.ID, parts)
 		if i == len(fresh)-1 {
 			if p, ok := contextPart(in.Context); ok {
 				p.ID = h.o.IDs.NewPart()
@@ -230,7 +261,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 		h.setRun(thread, in.RunID)
 	}
 	pl.callParts = callParts(conv)
-	if len(fresh) == 0 && len(results) == 0 && len(answered) == 0 && !fwd.Abort && lastKnown != "" {
+	if len(fresh) == 0 && len(results) == 0 && len(answered) == 0 && len(hist) == 0 && !fwd.Abort && lastKnown != "" {
 		// Nothing new: the same run again. Its turn is replayed, so the
 		// snapshot ends with its message.
 		pl.targets = []string{lastKnown}
@@ -245,15 +276,39 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 	return pl, nil
 }
 
+// heldCalls are the conversation's tool parts by call ID.
+func heldCalls(conv []opencode.MessageWithParts) map[string]*opencode.Part {
+	out := map[string]*opencode.Part{}
+	for _, m := range conv {
+		for j, p := range m.Parts {
+			if p.Type == opencode.PartTool && p.CallID != "" {
+				out[p.CallID] = &m.Parts[j]
+			}
+		}
+	}
+	return out
+}
+
+// handedOver reports whether a call's stored result is the one a tool
+// message brings: a run re-sent after it handed the result over.
+func handedOver(p *opencode.Part, out string, failed bool) bool {
+	if p == nil || p.State == nil {
+		return false
+	}
+	switch p.State.Status {
+	case "completed":
+		return !failed && p.State.Output != nil && *p.State.Output == out
+	case "error":
+		return failed && p.State.Error == out
+	}
+	return false
+}
+
 // callParts maps the conversation's call IDs to their tool parts' IDs.
 func callParts(conv []opencode.MessageWithParts) map[string]string {
 	out := map[string]string{}
-	for _, m := range conv {
-		for _, p := range m.Parts {
-			if p.Type == opencode.PartTool && p.CallID != "" {
-				out[p.CallID] = p.ID
-			}
-		}
+	for id, p := range heldCalls(conv) {
+		out[id] = p.ID
 	}
 	return out
 }

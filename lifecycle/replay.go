@@ -25,6 +25,7 @@ package lifecycle
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -94,22 +95,27 @@ func (m *Manager) Replay(ctx context.Context, events []opencode.SyncEvent) (stri
 	if err := identifier.Check(identifier.Session, id); err != nil {
 		return "", replayInvalid(`Expected a session ID starting with "ses_", got `+strconv.Quote(id), "events", 0, "aggregateID")
 	}
-	// A concurrent writer of the session (another replay, a prompt) moves
-	// its log between the plan and the commit: plan again.
+	if err := m.planAndCommit(ctx, id, func() (*replayPlan, error) { return m.planReplay(ctx, id, events) }); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// planAndCommit plans a write of history and commits it. A concurrent
+// writer of the session (another replay, a prompt) moves its log between
+// the plan and the commit: plan again.
+func (m *Manager) planAndCommit(ctx context.Context, id string, plan func() (*replayPlan, error)) error {
 	for range 3 {
-		p, err := m.planReplay(ctx, id, events)
+		p, err := plan()
 		if err == nil {
 			err = m.commitReplay(ctx, p)
 		}
 		if !errors.Is(err, errReplayMoved) {
-			if err != nil {
-				return "", err
-			}
-			return id, nil
+			return err
 		}
 	}
-	return "", &opencode.Error{Code: opencode.EConflict, SessionID: id, Resource: "session",
-		Message: "Session " + id + " kept changing during the replay; retry it"}
+	return &opencode.Error{Code: opencode.EConflict, SessionID: id, Resource: "session",
+		Message: "Session " + id + " kept changing while its history was written; retry it"}
 }
 
 var errReplayMoved = errors.New("the session changed since the replay was planned")
@@ -138,6 +144,13 @@ type replayPlan struct {
 	// model yet.
 	unset []*planMsg
 	ctx   context.Context
+	// publish: the events go out on the bus after the commit (a front
+	// door's history, which live clients show; a replay publishes
+	// nothing).
+	publish bool
+	// unit is what an error's index counts: "event" (a replay's) or
+	// "message" (a history's).
+	unit string
 }
 
 type planMsg struct {
@@ -317,7 +330,7 @@ func (p *replayPlan) message(id string, i int) (*planMsg, error) {
 				}
 			}
 			return nil, &opencode.Error{Code: opencode.EConflict, SessionID: p.id, MessageID: id, Resource: "message",
-				Message: fmt.Sprintf("Message %s of event %d belongs to another session", id, i)}
+				Message: fmt.Sprintf("Message %s of %s %d belongs to another session", id, cmp.Or(p.unit, "event"), i)}
 		}
 	}
 	p.msgs[id] = pm
@@ -416,8 +429,11 @@ func (m *Manager) commitReplay(ctx context.Context, p *replayPlan) error {
 			e.Directory = s.Directory
 		}
 		// Into the batch, not the outbox's events: a replay publishes
-		// nothing.
+		// nothing (a history does).
 		t.batch.Session, t.batch.Events = b.Session, b.Events
+		if p.publish {
+			t.events = b.Events
+		}
 		t.batch.Messages, t.batch.Parts = b.Messages, b.Parts
 		t.batch.DeleteMessages, t.batch.DeleteParts = b.DeleteMessages, b.DeleteParts
 		if _, ferr := t.flush(); ferr != nil {
