@@ -157,15 +157,8 @@ func killDuringToolCall(t *testing.T, storeArgs []string) {
 
 // toolMessage is a v1 message with its tool parts as these tests read them.
 type toolMessage struct {
-	Info struct {
-		Time struct {
-			Completed *int64 `json:"completed"`
-		} `json:"time"`
-		Error *struct {
-			Name string `json:"name"`
-		} `json:"error"`
-	} `json:"info"`
-	Parts []toolPart `json:"parts"`
+	storedMessage
+	Parts []toolPart `json:"parts"` // the outer field wins over the embedded one
 }
 
 type toolPart struct {
