@@ -7,12 +7,11 @@ package lifecycle
 // so the whole exchange stays one turn.
 //
 // A restart while a client call waits does to it what it does to any
-// running call: a shutdown aborts it ("Tool execution aborted"), a crash
-// leaves its part running and recovery closes the message as interrupted
-// (the model is told "[Tool execution was interrupted]"); the cut-off turn
-// is then continued with a new model call, offered the inputs' client
-// tools again. The old call is no longer waiting: ToolResult for it is
-// ENotFound.
+// running call: a shutdown aborts it ("Tool execution aborted"); after a
+// crash, recovery closes it the same way with the message it is in; the
+// cut-off turn is then continued with a new model call, offered the
+// inputs' client tools again. The old call is no longer waiting:
+// ToolResult for it is ENotFound.
 
 import (
 	"bytes"

@@ -86,10 +86,12 @@ func (r *runner) start() {
 	}
 	msgs = slices.DeleteFunc(msgs, func(mp opencode.MessageWithParts) bool { return waiting[mp.Info.ID] })
 	r.firstSnap = firstSnapshot(msgs)
+	// Closed first, so the model is sent the calls as they are stored.
+	recovered := r.recover(msgs)
 	for _, mp := range msgs {
 		r.remember(mp)
 	}
-	if r.recover(msgs) || interruptedByServer(msgs) || r.m.unanswered(msgs) {
+	if recovered || interruptedByServer(msgs) || r.m.unanswered(msgs) {
 		r.resume = cutOff(msgs)
 	}
 	r.maybeStart()
@@ -415,7 +417,8 @@ func mediaParts(parts []provider.Part) int {
 }
 
 // recover closes assistant messages a crash left open: the turn is over, and
-// it ended interrupted.
+// it ended interrupted; so did its unfinished tool calls. It updates msgs'
+// parts in place.
 func (r *runner) recover(msgs []opencode.MessageWithParts) bool {
 	t := r.outbox()
 	closed := false
@@ -428,14 +431,31 @@ func (r *runner) recover(msgs []opencode.MessageWithParts) bool {
 		info := mp.Info
 		info.Time.Completed = &now
 		info.Error = &opencode.NamedError{Name: "MessageAbortedError", Data: map[string]any{"message": interruptedPrefix + " restart"}}
-		for _, p := range mp.Parts {
-			if (p.Type == opencode.PartText || p.Type == opencode.PartReasoning) && p.Time != nil && p.Time.End == nil {
+		for i, p := range mp.Parts {
+			switch {
+			case (p.Type == opencode.PartText || p.Type == opencode.PartReasoning) && p.Time != nil && p.Time.End == nil:
 				p.Time.End = &now
 				t.part(p, now)
+			case p.Type == opencode.PartTool && openTool(p.State):
+				// A call the crash cut off (a bash still running, a client
+				// tool waiting for its client) ends as an abort ends it; its
+				// process is gone with the one that ran it.
+				p.State = abortedState(p.State, nil, now, "")
+				t.part(p, now)
+				r.toolFailed(t, info.ID, p.CallID, toolAborted, now)
+			default:
+				continue
 			}
+			mp.Parts[i] = p // the model's view is built from what is stored
 		}
 		t.message(info)
 		t.durable(opencode.StepFailed{StepHeader: r.stepHeader(now, info.ID), Error: interruptedStep})
 	}
 	return closed
+}
+
+// openTool reports whether a tool part's call has not ended (pending or
+// running).
+func openTool(st *opencode.ToolState) bool {
+	return st == nil || (st.Status != "completed" && st.Status != "error")
 }

@@ -252,7 +252,7 @@ func (r *runner) toolDone(st *step, tr *toolResult) {
 		c.failed = true
 		c.output = tr.err.Error()
 		p.State = &opencode.ToolState{Status: "error", Input: c.input, Error: c.output, Time: &opencode.ToolTime{Start: start, End: &end}}
-		r.toolFailed(t, st, c, now)
+		r.toolFailed(t, st.msg.ID, c.callID, c.output, now)
 	} else {
 		c.output = tr.res.Output
 		md := tr.res.Metadata
@@ -284,43 +284,58 @@ func (r *runner) abortTools(t *outbox, st *step, now int64) {
 		if c.done {
 			continue
 		}
-		c.done, c.failed, c.output = true, true, "Tool execution aborted"
+		c.done, c.failed, c.output = true, true, toolAborted
 		p := st.parts[c.part]
-		start := now
-		if p.State != nil && p.State.Time != nil {
-			start = p.State.Time.Start
-		}
-		end := now
-		input := c.input
-		if input == nil {
-			input = json.RawMessage("{}")
-		}
-		// As OpenCode's cleanup: the running call's metadata (bash: its
-		// output so far) stays, marked interrupted, so the model is sent
-		// what the call had printed.
-		md := map[string]any{}
-		if p.State != nil && len(p.State.Metadata) > 0 {
-			_ = json.Unmarshal(p.State.Metadata, &md)
-		}
-		md["interrupted"] = true
-		if out, ok := md["output"].(string); ok && c.name == "bash" {
+		note := ""
+		if c.name == "bash" {
 			// What OpenCode's bash adds when the user aborts it.
-			md["output"] = out + "\n\n<shell_metadata>\nUser aborted the command\n</shell_metadata>"
+			note = "\n\n<shell_metadata>\nUser aborted the command\n</shell_metadata>"
 		}
-		p.State = &opencode.ToolState{Status: "error", Input: input, Error: c.output, Metadata: mustJSON(md),
-			Time: &opencode.ToolTime{Start: start, End: &end}}
+		p.State = abortedState(p.State, c.input, now, note)
 		st.parts[c.part] = p
 		t.part(p, now)
-		r.toolFailed(t, st, c, now)
+		r.toolFailed(t, st.msg.ID, c.callID, c.output, now)
 	}
 }
 
-// toolFailed logs a call's failure (c.output is the message) as OpenCode's
-// session.next.tool.failed.
-func (r *runner) toolFailed(t *outbox, st *step, c *toolRun, now int64) {
-	t.durable(opencode.ToolFailed{StepHeader: r.stepHeader(now, st.msg.ID), CallID: c.callID,
-		Error:    opencode.EventError{Type: "unknown", Message: c.output},
-		Result:   opencode.ToolResult{Type: "error", Value: c.output},
+// toolAborted is the error of a tool call cut off before it ended (an
+// abort, a shutdown, a crash), OpenCode's words.
+const toolAborted = "Tool execution aborted"
+
+// abortedState is the state of a tool call cut off before it ended, as
+// OpenCode's processor closes one: an error that keeps the call's input,
+// start and metadata (bash: its output so far), marked interrupted, so the
+// model is sent what the call had printed. input is the call's (nil: the
+// stored one); note, if any, is added to the output.
+func abortedState(old *opencode.ToolState, input json.RawMessage, now int64, note string) *opencode.ToolState {
+	start := now
+	if old != nil && old.Time != nil {
+		start = old.Time.Start
+	}
+	if len(input) == 0 && old != nil {
+		input = old.Input
+	}
+	if len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	md := map[string]any{}
+	if old != nil && len(old.Metadata) > 0 {
+		_ = json.Unmarshal(old.Metadata, &md)
+	}
+	md["interrupted"] = true
+	if out, ok := md["output"].(string); ok && note != "" {
+		md["output"] = out + note
+	}
+	return &opencode.ToolState{Status: "error", Input: input, Error: toolAborted, Metadata: mustJSON(md),
+		Time: &opencode.ToolTime{Start: start, End: &now}}
+}
+
+// toolFailed logs the failure of call callID of assistant message
+// messageID (msg is its error) as OpenCode's session.next.tool.failed.
+func (r *runner) toolFailed(t *outbox, messageID, callID, msg string, now int64) {
+	t.durable(opencode.ToolFailed{StepHeader: r.stepHeader(now, messageID), CallID: callID,
+		Error:    opencode.EventError{Type: "unknown", Message: msg},
+		Result:   opencode.ToolResult{Type: "error", Value: msg},
 		Provider: opencode.ToolProvider})
 }
 
