@@ -13,6 +13,14 @@ import (
 	"github.com/opencode-server/opencode-server/snapshot"
 )
 
+// gitInit makes dir a git work tree.
+func gitInit(t *testing.T, dir string) {
+	t.Helper()
+	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+}
+
 // slowGit puts a git first on PATH that, while the file it returns exists,
 // sleeps the seconds that file holds on every `git add` (touching
 // mark+".on" first): a snapshot of a large repository.
@@ -44,9 +52,7 @@ func TestSlowSnapshotKeepsSessionLive(t *testing.T) {
 	mark := slowGit(t)
 	stub := stubmodel.NewServer(t, stubmodel.Directives)
 	dir := t.TempDir()
-	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
+	gitInit(t, dir)
 	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644)
 	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), ""), Directory: dir})
 	c := newClient(t, srv)
@@ -126,9 +132,7 @@ func TestPromptDuringSlowRevert(t *testing.T) {
 	mark := slowGit(t)
 	stub := stubmodel.NewServer(t, stubmodel.Directives)
 	dir := t.TempDir()
-	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
+	gitInit(t, dir)
 	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), ""), Directory: dir})
 	c := newClient(t, srv)
 	sid := c.newSession()
@@ -186,11 +190,8 @@ func TestSnapshotForSlowDirectory(t *testing.T) {
 		t.Fatalf("git: %v", err)
 	}
 	slow, fast, bin := t.TempDir(), t.TempDir(), t.TempDir()
-	for _, d := range []string{slow, fast} {
-		if out, err := exec.Command(real, "-C", d, "init", "-q").CombinedOutput(); err != nil {
-			t.Fatalf("git init: %v %s", err, out)
-		}
-	}
+	gitInit(t, slow)
+	gitInit(t, fast)
 	on := filepath.Join(bin, "on")
 	script := "#!/bin/sh\nif [ \"$1\" = -C ] && [ \"$2\" = '" + slow + "' ]; then : > '" + on +
 		"'; sleep 4 </dev/null >/dev/null 2>&1; fi\nexec '" + real + "' \"$@\"\n"
@@ -227,8 +228,6 @@ func TestSnapshotForSeesGitInit(t *testing.T) {
 	if s.For(ctx, dir) != nil {
 		t.Fatal("a directory outside git is tracked")
 	}
-	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
+	gitInit(t, dir)
 	checkFor(t, 20*time.Second, "the git init to be seen", func() bool { return s.For(ctx, dir) != nil })
 }
