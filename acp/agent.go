@@ -41,6 +41,10 @@ type Core interface {
 	Agents() []agent.Agent
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
+	// SessionStatus and Permissions are read when a cut stream resumes:
+	// a turn's end and its asks are live events, not in the log.
+	SessionStatus(ctx context.Context) (map[string]string, error)
+	Permissions() []opencode.PermissionRequest
 	ReplyPermission(ctx context.Context, requestID, reply string) error
 	Flushed(ctx context.Context, res opencode.Result, sessionID string)
 }
@@ -117,11 +121,13 @@ type Agent struct {
 // attached is a session this connection follows: its updates stream to the
 // client, and its prompt requests are answered at their turns' ends.
 type attached struct {
-	id   string
-	sub  *eventbus.Subscription
-	done chan struct{}
-	// mu guards runs and asks.
-	mu sync.Mutex
+	id string
+	// done is closed when the stream ends; quit, closed by detach, tells a
+	// stream resuming after a cut to stop.
+	done, quit chan struct{}
+	// mu guards sub (replaced when a cut one is resumed), runs and asks.
+	mu  sync.Mutex
+	sub *eventbus.Subscription
 	// runs are the connection's session/prompt requests not answered yet,
 	// in admission order: the first is the one running (or next to run).
 	runs []*promptRun

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -44,9 +45,8 @@ func (a *Agent) attach(ctx context.Context, id string, replay bool) (*attached, 
 		return nil, coreError(err)
 	}
 	// Subscribed before the log is read: nothing falls between the two.
-	sub := a.core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == id && wanted(e) })
-	sub.Track() // a prompt's reply waits until its turn's updates are written (Flushed)
-	at = &attached{id: id, sub: sub, done: make(chan struct{}), asks: map[string]context.CancelFunc{}}
+	sub := a.subscribe(id)
+	at = &attached{id: id, sub: sub, done: make(chan struct{}), quit: make(chan struct{}), asks: map[string]context.CancelFunc{}}
 	a.mu.Lock()
 	if prev := a.sessions[id]; prev != nil {
 		a.mu.Unlock()
@@ -65,6 +65,7 @@ func (a *Agent) attach(ctx context.Context, id string, replay bool) (*attached, 
 		for after := int64(0); ; {
 			evs, err := a.core.Events(ctx, id, after, 500)
 			if err != nil {
+				close(at.done) // no stream runs
 				a.detach(id)
 				return nil, coreError(err)
 			}
@@ -84,58 +85,162 @@ func (a *Agent) attach(ctx context.Context, id string, replay bool) (*attached, 
 	return at, nil
 }
 
+// subscribe is a followed session's subscription.
+func (a *Agent) subscribe(id string) *eventbus.Subscription {
+	sub := a.core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == id && wanted(e) })
+	sub.Track() // a prompt's reply waits until its turn's updates are written (Flushed)
+	return sub
+}
+
 // pump streams a followed session's live updates until it is detached.
+// sent is the seq of the last log event mapped. A subscription cut off
+// (the client fell behind, or Bus.Reset when events may have been missed)
+// is resumed: the log fills the gap, so the client's updates go on with
+// nothing lost and nothing twice.
 func (a *Agent) pump(at *attached, mp *mapper, sent int64) {
 	defer close(at.done)
-	for e := range at.sub.C {
-		if e.Durable {
-			if e.Seq <= sent {
-				at.sub.Ack(e.Pos)
-				continue // replayed already
-			}
-			sent = e.Seq
-		}
-		at.gate.Lock()
-		ups := mp.updates(e, false)
-		for _, u := range ups {
-			switch u["state"] {
-			case "idle":
-				if u["stopReason"] == "end_turn" && at.cancelAsked.Load() {
-					u["stopReason"] = "cancelled" // cancelled between two steps
+	at.mu.Lock()
+	sub := at.sub
+	at.mu.Unlock()
+	for {
+		for e := range sub.C {
+			if e.Durable {
+				if e.Seq <= sent {
+					sub.Ack(e.Pos)
+					continue // mapped already
 				}
-				at.cancelAsked.Store(false)
-			case "running":
-				if e.Type == opencode.EvPrompted {
-					at.cancelAsked.Store(false) // new work: an earlier cancel was for older work
-				}
+				sent = e.Seq
 			}
-			_ = a.update(at.id, u)
+			a.deliver(at, mp, e)
+			sub.Ack(e.Pos)
 		}
-		at.gate.Unlock()
-		switch e.Type {
-		case opencode.EvPermissionAsked:
-			a.askPermission(at, e)
-			at.sub.Ack(e.Pos)
-			continue
-		case opencode.EvPermissionReply:
-			var p struct {
-				RequestID string `json:"requestID"`
-			}
-			if json.Unmarshal(e.Data, &p) == nil {
-				at.mu.Lock()
-				if cancel := at.asks[p.RequestID]; cancel != nil {
-					cancel() // answered elsewhere, or rejected by an abort
-				}
-				at.mu.Unlock()
-			}
-			at.sub.Ack(e.Pos)
-			continue
+		if !sub.Dropped() {
+			return // detached
 		}
-		at.sub.Ack(e.Pos)
+		a.log.Warn("acp: session updates cut off; resuming from the log", "session", at.id, "after", sent)
+		if sub = a.resume(at, mp, &sent); sub == nil {
+			return
+		}
 	}
-	if at.sub.Dropped() {
-		a.log.Warn("acp: the client fell behind; its session updates stopped", "session", at.id)
+}
+
+// deliver writes one event's updates (and asks the client a permission).
+func (a *Agent) deliver(at *attached, mp *mapper, e *opencode.Event) {
+	at.gate.Lock()
+	for _, u := range mp.updates(e, false) {
+		switch u["state"] {
+		case "idle":
+			if u["stopReason"] == "end_turn" && at.cancelAsked.Load() {
+				u["stopReason"] = "cancelled" // cancelled between two steps
+			}
+			at.cancelAsked.Store(false)
+		case "running":
+			if e.Type == opencode.EvPrompted {
+				at.cancelAsked.Store(false) // new work: an earlier cancel was for older work
+			}
+		}
+		_ = a.update(at.id, u)
 	}
+	at.gate.Unlock()
+	switch e.Type {
+	case opencode.EvPermissionAsked:
+		a.askPermission(at, e)
+	case opencode.EvPermissionReply:
+		var p struct {
+			RequestID string `json:"requestID"`
+		}
+		if json.Unmarshal(e.Data, &p) == nil {
+			at.mu.Lock()
+			if cancel := at.asks[p.RequestID]; cancel != nil {
+				cancel() // answered elsewhere, or rejected by an abort
+			}
+			at.mu.Unlock()
+		}
+	}
+}
+
+// resumeRetry is the wait between tries to resume a cut stream whose log
+// could not be read.
+var resumeRetry = time.Second
+
+// resume replaces a cut subscription (subscribed before the log is read,
+// as attach does) and maps the log after *sent. What is not in the log is
+// asked of the core: whether the session's work ended in the gap (its idle
+// is live only) and which of its permission asks are pending. It returns
+// nil once the session is detached or the connection ends.
+func (a *Agent) resume(at *attached, mp *mapper, sent *int64) *eventbus.Subscription {
+	mp.cut()
+	for {
+		sub := a.subscribe(at.id)
+		at.mu.Lock()
+		select {
+		case <-at.quit:
+			at.mu.Unlock()
+			sub.Close()
+			return nil
+		default:
+		}
+		at.sub = sub
+		at.mu.Unlock()
+		err := a.catchUp(at, mp, sent)
+		if err == nil {
+			return sub
+		}
+		sub.Close()
+		a.log.Warn("acp: resuming session updates", "session", at.id, "err", err)
+		select {
+		case <-at.quit:
+			return nil
+		case <-a.life.Done():
+			return nil
+		case <-time.After(resumeRetry):
+		}
+	}
+}
+
+// catchUp maps the log after *sent, then what the log does not hold.
+func (a *Agent) catchUp(at *attached, mp *mapper, sent *int64) error {
+	ctx, cancel := context.WithTimeout(a.life, 30*time.Second)
+	defer cancel()
+	mp.catchUp = true
+	defer func() { mp.catchUp = false }()
+	for {
+		evs, err := a.core.Events(ctx, at.id, *sent, 500)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			a.deliver(at, mp, e)
+			*sent = e.Seq
+		}
+		if len(evs) < 500 {
+			break
+		}
+	}
+	status, err := a.core.SessionStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if status[at.id] == "" {
+		// Idle now: the work mapped ended in the gap (a later turn's
+		// updates are still to come on the new subscription).
+		mp.skipIdle = 0
+		a.deliver(at, mp, &opencode.Event{Type: opencode.EvSessionStatus, SessionID: at.id,
+			Data: json.RawMessage(`{"status":{"type":"idle"}}`)})
+	}
+	for _, p := range a.core.Permissions() {
+		if p.SessionID != at.id {
+			continue
+		}
+		at.mu.Lock()
+		_, asking := at.asks[p.ID]
+		at.mu.Unlock()
+		if !asking {
+			data, _ := json.Marshal(p)
+			a.deliver(at, mp, &opencode.Event{Type: opencode.EvPermissionAsked, SessionID: at.id, Data: data})
+		}
+	}
+	return nil
 }
 
 // update writes one update of the mapping, in the connection's version.
@@ -152,7 +257,10 @@ func (a *Agent) detach(id string) {
 	delete(a.sessions, id)
 	a.mu.Unlock()
 	if at != nil {
+		at.mu.Lock()
+		close(at.quit)
 		at.sub.Close()
+		at.mu.Unlock()
 		<-at.done
 		// Our permission asks of this session stop waiting for the client
 		// (the core's asks stay, for another client to answer).
@@ -193,6 +301,11 @@ func (a *Agent) askPermission(at *attached, e *opencode.Event) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	at.mu.Lock()
+	if at.asks[req.ID] != nil {
+		at.mu.Unlock()
+		cancel()
+		return // asked already (found pending when a cut stream resumed)
+	}
 	at.asks[req.ID] = cancel
 	at.mu.Unlock()
 	callID := req.ID
@@ -273,6 +386,22 @@ type mapper struct {
 	stop    string
 	// skipIdle counts turn ends already said (see EvPrompted).
 	skipIdle int
+	// texts is how much of each live text in progress was sent as deltas
+	// (by text or reasoning ID). After a cut (resumed), deltas may have
+	// been missed: a text in progress then (partial), or whose start was
+	// not seen live, is sent at its end, less what was sent; catchUp is
+	// set while the log fills the gap.
+	texts            map[string]int
+	partial          map[string]bool
+	resumed, catchUp bool
+}
+
+// cut marks the texts in progress as partial: the subscription was cut.
+func (mp *mapper) cut() {
+	mp.resumed = true
+	for id := range mp.texts {
+		mp.partial[id] = true
+	}
 }
 
 func (mp *mapper) idle() map[string]any {
@@ -285,7 +414,8 @@ type toolCall struct {
 }
 
 func newMapper(title string) *mapper {
-	return &mapper{calls: map[string]toolCall{}, ended: map[string]bool{}, streamed: map[string]string{}, title: title}
+	return &mapper{calls: map[string]toolCall{}, ended: map[string]bool{}, streamed: map[string]string{}, title: title,
+		texts: map[string]int{}, partial: map[string]bool{}}
 }
 
 func text(s string) map[string]any { return map[string]any{"type": "text", "text": s} }
@@ -349,29 +479,55 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 			mp.stop = "cancelled" // session/cancel (or an abort over HTTP)
 		}
 		return nil
+	case opencode.EvTextStarted, opencode.EvReasoningStarted:
+		if !replay {
+			id := str("textID") + str("reasoningID")
+			mp.texts[id] = 0
+			if mp.catchUp {
+				mp.partial[id] = true // started in the gap
+			}
+		}
+		return nil
 	case opencode.EvTextDelta, opencode.EvReasoningDelta:
 		id := str("textID") + str("reasoningID")
-		if replay || mp.ended[id] {
+		if replay || mp.ended[id] || mp.partial[id] {
 			return nil
 		}
+		if _, seen := mp.texts[id]; !seen && mp.resumed {
+			mp.partial[id] = true // begun before the cut, none of it sent
+			return nil
+		}
+		mp.texts[id] += len(str("delta"))
 		kind := "agent_message_chunk"
 		if e.Type == opencode.EvReasoningDelta {
 			kind = "agent_thought_chunk"
 		}
 		return []map[string]any{{"sessionUpdate": kind, "content": text(str("delta")), "messageId": str("assistantMessageID")}}
 	case opencode.EvTextEnded, opencode.EvReasoningEnded:
+		id, whole := str("textID")+str("reasoningID"), str("text")
 		if !replay {
-			return nil // streamed as deltas
+			sent, seen := mp.texts[id]
+			delete(mp.texts, id)
+			if !mp.resumed {
+				return nil // streamed as deltas
+			}
+			mp.ended[id] = true // deltas still queued for it are not sent
+			if !mp.partial[id] && seen {
+				return nil
+			}
+			delete(mp.partial, id)
+			whole = whole[min(sent, len(whole)):]
+		} else {
+			mp.ended[id] = true
 		}
-		mp.ended[str("textID")+str("reasoningID")] = true
-		if str("text") == "" {
+		if whole == "" {
 			return nil
 		}
 		kind := "agent_message_chunk"
 		if e.Type == opencode.EvReasoningEnded {
 			kind = "agent_thought_chunk"
 		}
-		return []map[string]any{{"sessionUpdate": kind, "content": text(str("text")), "messageId": str("assistantMessageID")}}
+		return []map[string]any{{"sessionUpdate": kind, "content": text(whole), "messageId": str("assistantMessageID")}}
 	case opencode.EvToolCalled:
 		input, _ := d["input"].(map[string]any)
 		tool := str("tool")

@@ -52,8 +52,11 @@ func (m *Manager) admit(ctx context.Context, in *opencode.Input, onlyRunning boo
 		if onlyRunning && !running {
 			return
 		}
-		// A prompt after a revert makes it final (OpenCode's cleanup).
-		if err = r.cleanupRevert(); err != nil {
+		// A prompt after a revert makes it final (OpenCode's cleanup);
+		// during a revert or unrevert, once it is done.
+		if r.restoring {
+			r.finalize = true
+		} else if err = r.cleanupRevert(); err != nil {
 			return
 		}
 		snap := r.undoPoint()

@@ -59,7 +59,7 @@ func (m *Manager) UpdatePart(ctx context.Context, p opencode.Part) (out opencode
 // messages are the runner's until it ends) or of an input still waiting
 // in the inbox (revoke or replace it instead).
 func (r *runner) editable(messageID string) error {
-	if r.turn != nil {
+	if r.busy() {
 		return busyError(r.id)
 	}
 	if r.pendingIndex(messageID) >= 0 {
@@ -113,7 +113,7 @@ func (r *runner) forgetHistory() {
 func (m *Manager) CommitRevert(ctx context.Context, sessionID string) error {
 	var err error
 	derr := m.do(ctx, sessionID, func(r *runner) {
-		if r.turn != nil {
+		if r.busy() {
 			err = busyError(r.id)
 			return
 		}

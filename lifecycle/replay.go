@@ -412,7 +412,7 @@ func (m *Manager) commitReplay(ctx context.Context, p *replayPlan) error {
 			err = errReplayMoved
 			return
 		}
-		if r.turn != nil {
+		if r.busy() {
 			err = busyError(r.id)
 			return
 		}

@@ -115,50 +115,106 @@ func (r *runner) measureEnd(st *step) {
 	})
 }
 
-// busyError refuses a session edit while a turn runs.
+// busyError refuses a session edit while a turn runs (or a revert
+// restores files).
 func busyError(id string) error {
 	return &opencode.Error{Code: opencode.EBusy, SessionID: id,
 		Message: "Session is busy: " + id} // OpenCode's words
+}
+
+// busy: a turn runs, or a revert or unrevert restores the files.
+func (r *runner) busy() bool { return r.turn != nil || r.restoring }
+
+// A revert's or unrevert's git work (a snapshot of the work tree, its
+// diff, the restore) takes seconds over a large tree, so it runs off the
+// loop, as step snapshots do: the runner answers meanwhile. It is marked
+// restoring, so no turn starts in the middle: an input admitted then is
+// answered at once and runs after it (the revert made final first, as a
+// prompt after a revert makes it).
+
+// restoreResult is a revert's or unrevert's answer.
+type restoreResult struct {
+	sess opencode.Session
+	err  error
 }
 
 // Revert puts the project's files back to how they were before message
 // messageID (before part partID of it, when given) and marks the session
 // reverted; the messages stay until the next prompt removes them, and
 // Unrevert undoes it all.
-func (m *Manager) Revert(ctx context.Context, sessionID, messageID, partID string) (out opencode.Session, err error) {
-	derr := m.do(ctx, sessionID, func(r *runner) { out, err = r.revert(messageID, partID) })
-	if derr != nil {
-		return out, derr
-	}
-	return out, err
+func (m *Manager) Revert(ctx context.Context, sessionID, messageID, partID string) (opencode.Session, error) {
+	return m.restoreFiles(ctx, sessionID, func(r *runner) <-chan restoreResult { return r.revert(messageID, partID) })
 }
 
 // Unrevert restores the files and messages a Revert hid.
-func (m *Manager) Unrevert(ctx context.Context, sessionID string) (out opencode.Session, err error) {
-	derr := m.do(ctx, sessionID, func(r *runner) { out, err = r.unrevert() })
-	if derr != nil {
-		return out, derr
-	}
-	return out, err
+func (m *Manager) Unrevert(ctx context.Context, sessionID string) (opencode.Session, error) {
+	return m.restoreFiles(ctx, sessionID, (*runner).unrevert)
 }
 
-func (r *runner) revert(messageID, partID string) (opencode.Session, error) {
-	if r.turn != nil {
-		return r.sess, busyError(r.id)
+// restoreFiles starts a revert or unrevert on the session's runner and
+// waits for its answer (the runner is not held meanwhile).
+func (m *Manager) restoreFiles(ctx context.Context, sessionID string, start func(r *runner) <-chan restoreResult) (opencode.Session, error) {
+	var ch <-chan restoreResult
+	var r *runner
+	if err := m.do(ctx, sessionID, func(rr *runner) { r, ch = rr, start(rr) }); err != nil {
+		return opencode.Session{}, err
 	}
-	ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
-	defer cancel()
+	select {
+	case res := <-ch:
+		return res.sess, res.err
+	case <-r.done:
+		select {
+		case res := <-ch:
+			return res.sess, res.err
+		default:
+		}
+		return opencode.Session{}, r.exitErr() // stopped; a restore under way is rolled forward at the next start
+	case <-ctx.Done():
+		return opencode.Session{}, ctx.Err()
+	}
+}
+
+// restoreOffLoop runs a revert's or unrevert's git work off the loop,
+// then finish on it, then what waited for the restore.
+func (r *runner) restoreOffLoop(work func(), finish func()) {
+	r.restoring = true
+	r.offLoop(work, func() {
+		r.restoring = false
+		finish()
+		if r.finalize {
+			// An input admitted during the restore makes the revert final.
+			r.finalize = false
+			if err := r.cleanupRevert(); err != nil {
+				r.m.log.Error("make a revert final", "session", r.id, "err", err)
+			}
+		}
+		r.maybeStart()
+	})
+}
+
+func (r *runner) revert(messageID, partID string) <-chan restoreResult {
+	ch := make(chan restoreResult, 1)
+	answer := func(s opencode.Session, err error) { ch <- restoreResult{s, err} }
+	if r.busy() {
+		answer(r.sess, busyError(r.id))
+		return ch
+	}
+	ctx, cancel := context.WithTimeout(r.m.ctx, r.m.cfg.StoreTimeout)
 	msgs, err := r.m.store.ListMessages(ctx, r.id)
+	cancel()
 	if err != nil {
-		return r.sess, err
+		answer(r.sess, err)
+		return ch
 	}
 	if !slices.ContainsFunc(msgs, func(mp opencode.MessageWithParts) bool { return mp.Info.ID == messageID }) {
-		return r.sess, opencode.MessageNotFound(r.id, messageID)
+		answer(r.sess, opencode.MessageNotFound(r.id, messageID))
+		return ch
 	}
 	rev, at, pi := revertPoint(msgs, messageID, partID)
 	if rev == nil {
-		return r.sess, &opencode.Error{Code: opencode.ENotFound, SessionID: r.id, MessageID: messageID,
-			Message: "Part not found: " + partID}
+		answer(r.sess, &opencode.Error{Code: opencode.ENotFound, SessionID: r.id, MessageID: messageID,
+			Message: "Part not found: " + partID})
+		return ch
 	}
 	// The files as they were when the step the revert point is in (or the
 	// first one after it) started.
@@ -180,47 +236,60 @@ func (r *runner) revert(messageID, partID string) (opencode.Session, error) {
 			}
 		}
 	}
-	if repo := r.repo(); repo != nil && target != "" {
-		// Unrevert goes back to the files as they are now (or as they were
-		// before the first of several reverts).
-		now := ""
-		if r.sess.Revert != nil {
-			now = r.sess.Revert.Snapshot
-		}
-		if now == "" {
-			if now, err = repo.Track(ctx); err != nil {
-				return r.sess, err
-			}
-		}
-		rev.Snapshot = now
-		rev.Diff, _ = repo.Diff(ctx, now, target)
-		// The intent first: a crash while the files change is rolled
-		// forward on restart (finishRestore).
-		if err := r.writeIntent(restoreIntent{Kind: "revert", Target: target, Revert: rev}); err != nil {
-			return r.sess, err
-		}
-		if err := repo.Restore(ctx, target); err != nil {
-			return r.sess, err
-		}
+	// Unrevert goes back to the files as they are now (or as they were
+	// before the first of several reverts).
+	now := ""
+	if r.sess.Revert != nil {
+		now = r.sess.Revert.Snapshot
 	}
-	s := r.sess
-	s.Revert = rev
-	s.Time.Updated = r.m.now()
 	// As OpenCode: session.diff and the summary are what the reverted
 	// messages changed (their first step's start to their last step's end).
 	from, to := revertedRange(msgs[at:])
+	dir := r.sess.Directory
 	diff := noDiff
-	if repo := r.repo(); repo != nil {
+	r.restoreOffLoop(func() {
+		ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
+		defer cancel()
+		repo := r.m.cfg.Snapshots.For(ctx, dir)
+		if repo == nil {
+			return
+		}
+		if target != "" {
+			if now == "" {
+				if now, err = repo.Track(ctx); err != nil {
+					return
+				}
+			}
+			rev.Snapshot = now
+			rev.Diff, _ = repo.Diff(ctx, now, target)
+			// The intent first: a crash while the files change is rolled
+			// forward on restart (finishRestore).
+			if err = r.writeIntent(restoreIntent{Kind: "revert", Target: target, Revert: rev}); err != nil {
+				return
+			}
+			if err = repo.Restore(ctx, target); err != nil {
+				return
+			}
+		}
 		diff = r.diffBetween(ctx, repo, from, to)
-	}
-	r.outbox().live(opencode.SessionDiff{SessionID: r.id, Diff: diff})
-	sum := opencode.SessionSummary{Files: int64(len(diff))}
-	for _, d := range diff {
-		sum.Additions += int64(d.Additions)
-		sum.Deletions += int64(d.Deletions)
-	}
-	s.Summary = &sum
-	return r.saveIntended(s)
+	}, func() {
+		if err != nil {
+			answer(r.sess, err)
+			return
+		}
+		r.outbox().live(opencode.SessionDiff{SessionID: r.id, Diff: diff})
+		s := r.sess
+		s.Revert = rev
+		s.Time.Updated = r.m.now()
+		sum := opencode.SessionSummary{Files: int64(len(diff))}
+		for _, d := range diff {
+			sum.Additions += int64(d.Additions)
+			sum.Deletions += int64(d.Deletions)
+		}
+		s.Summary = &sum
+		answer(r.saveIntended(s))
+	})
+	return ch
 }
 
 // revertPoint is where a revert to messageID (partID, when given) starts,
@@ -351,27 +420,39 @@ func (r *runner) finishRestoreTry(data []byte, try int) {
 	_, _ = r.saveIntended(s)
 }
 
-func (r *runner) unrevert() (opencode.Session, error) {
-	if r.turn != nil {
-		return r.sess, busyError(r.id)
+func (r *runner) unrevert() <-chan restoreResult {
+	ch := make(chan restoreResult, 1)
+	answer := func(s opencode.Session, err error) { ch <- restoreResult{s, err} }
+	if r.busy() {
+		answer(r.sess, busyError(r.id))
+		return ch
 	}
 	if r.sess.Revert == nil {
-		return r.sess, nil
+		answer(r.sess, nil)
+		return ch
 	}
-	if repo := r.repo(); repo != nil && r.sess.Revert.Snapshot != "" {
+	dir, target := r.sess.Directory, r.sess.Revert.Snapshot
+	var err error
+	r.restoreOffLoop(func() {
 		ctx, cancel := context.WithTimeout(r.m.ctx, snapTimeout)
 		defer cancel()
-		if err := r.writeIntent(restoreIntent{Kind: "unrevert", Target: r.sess.Revert.Snapshot}); err != nil {
-			return r.sess, err
+		if repo := r.m.cfg.Snapshots.For(ctx, dir); repo != nil && target != "" {
+			if err = r.writeIntent(restoreIntent{Kind: "unrevert", Target: target}); err != nil {
+				return
+			}
+			err = repo.Restore(ctx, target)
 		}
-		if err := repo.Restore(ctx, r.sess.Revert.Snapshot); err != nil {
-			return r.sess, err
+	}, func() {
+		if err != nil {
+			answer(r.sess, err)
+			return
 		}
-	}
-	s := r.sess
-	s.Revert = nil
-	s.Time.Updated = r.m.now()
-	return r.saveIntended(s)
+		s := r.sess
+		s.Revert = nil
+		s.Time.Updated = r.m.now()
+		answer(r.saveIntended(s))
+	})
+	return ch
 }
 
 // cleanupRevert makes a revert final when a new prompt arrives: the

@@ -51,6 +51,10 @@ type runner struct {
 	// away counts work running off the loop (offLoop) that still has to come
 	// back to it (the runner is not evictable meanwhile).
 	away int
+	// restoring: a revert or unrevert restores the files off the loop (no
+	// turn starts meanwhile); finalize: an input admitted meanwhile makes
+	// the revert final once it is done.
+	restoring, finalize bool
 	// sumSeq orders summaries measured off the loop: one measured before a
 	// newer one already applied is dropped (see summarize).
 	sumSeq, sumApplied int

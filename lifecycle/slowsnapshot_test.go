@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,11 +10,20 @@ import (
 
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
+	"github.com/opencode-server/opencode-server/snapshot"
 )
 
+// gitInit makes dir a git work tree.
+func gitInit(t *testing.T, dir string) {
+	t.Helper()
+	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+}
+
 // slowGit puts a git first on PATH that, while the file it returns exists,
-// sleeps the seconds that file holds on every `git add`: a snapshot of a
-// large repository.
+// sleeps the seconds that file holds on every `git add` (touching
+// mark+".on" first): a snapshot of a large repository.
 func slowGit(t *testing.T) (mark string) {
 	t.Helper()
 	real, err := exec.LookPath("git")
@@ -24,7 +34,8 @@ func slowGit(t *testing.T) (mark string) {
 	mark = filepath.Join(bin, "slow")
 	// The sleep holds no pipe of the caller's, so a cancelled snapshot
 	// (killed shell) returns at once.
-	script := "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = add ] && [ -e '" + mark + "' ]; then sleep \"$(cat '" + mark + "')\" </dev/null >/dev/null 2>&1; break; fi\ndone\nexec '" + real + "' \"$@\"\n"
+	// mark.on is touched as the sleep starts: a test can tell git is busy.
+	script := "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = add ] && [ -e '" + mark + "' ]; then : > '" + mark + ".on'; sleep \"$(cat '" + mark + "')\" </dev/null >/dev/null 2>&1; break; fi\ndone\nexec '" + real + "' \"$@\"\n"
 	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +52,7 @@ func TestSlowSnapshotKeepsSessionLive(t *testing.T) {
 	mark := slowGit(t)
 	stub := stubmodel.NewServer(t, stubmodel.Directives)
 	dir := t.TempDir()
-	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v %s", err, out)
-	}
+	gitInit(t, dir)
 	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a\n"), 0o644)
 	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), ""), Directory: dir})
 	c := newClient(t, srv)
@@ -112,4 +121,113 @@ func TestSlowSnapshotKeepsSessionLive(t *testing.T) {
 	if len(diff) != 1 || diff[0].File != "b.txt" {
 		t.Errorf("session diff = %+v, want b.txt", diff)
 	}
+}
+
+// TestPromptDuringSlowRevert: a revert's git (the snapshot of the files
+// now, the restore) runs off the session's runner, so a prompt sent while
+// it works over a large tree is admitted at once, is not delivered in the
+// middle of it, and runs after it, with the revert made final first.
+func TestPromptDuringSlowRevert(t *testing.T) {
+	const delay = 2 * time.Second // per git add; a revert runs two
+	mark := slowGit(t)
+	stub := stubmodel.NewServer(t, stubmodel.Directives)
+	dir := t.TempDir()
+	gitInit(t, dir)
+	srv := testserver.Start(t, testserver.Options{Config: stubConfig(stub.URL(), ""), Directory: dir})
+	c := newClient(t, srv)
+	sid := c.newSession()
+	first := newID()
+	body := `call:write {"filePath":"` + filepath.Join(dir, "new.txt") + `","content":"hello\n"} then: written`
+	c.must("POST", "/session/"+sid+"/message", v1Body(first, body, ""), 200)
+
+	if err := os.WriteFile(mark, []byte("2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reverted := make(chan int, 1)
+	go func() {
+		reverted <- c.do(context.Background(), "POST", "/session/"+sid+"/revert", map[string]any{"messageID": first}).Status
+	}()
+	checkFor(t, 20*time.Second, "the revert's git to run", func() bool {
+		_, err := os.Stat(mark + ".on")
+		return err == nil
+	})
+	next := newID()
+	t0 := time.Now()
+	c.must("POST", "/session/"+sid+"/prompt_async", v1Body(next, "after the revert", ""), 204)
+	if d := time.Since(t0); d > delay {
+		t.Errorf("the prompt waited %v behind the revert", d)
+	}
+	select {
+	case st := <-reverted:
+		t.Fatalf("the revert (%d) ended before the prompt was checked: git was not slow", st)
+	default:
+	}
+	for _, m := range c.messages(sid) {
+		if m.Info.ID == next {
+			t.Fatal("the prompt was delivered while the revert restored the files")
+		}
+	}
+	if st := <-reverted; st != 200 {
+		t.Fatalf("revert: %d", st)
+	}
+	os.Remove(mark)
+	c.waitIdle(sid)
+	msgs := c.messages(sid)
+	if len(msgs) != 2 || msgs[0].Info.ID != next || msgs[1].Info.ParentID != next || msgs[1].Info.Error != nil {
+		t.Errorf("want the reverted turn removed and the prompt answered after it, got %+v", msgs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.txt")); !os.IsNotExist(err) {
+		t.Errorf("new.txt is still there after the revert (%v)", err)
+	}
+}
+
+// TestSnapshotForSlowDirectory: finding whether a directory is in a git
+// work tree holds no lock across git: a git rev-parse that hangs in one
+// directory does not hold up another's snapshots.
+func TestSnapshotForSlowDirectory(t *testing.T) {
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatalf("git: %v", err)
+	}
+	slow, fast, bin := t.TempDir(), t.TempDir(), t.TempDir()
+	gitInit(t, slow)
+	gitInit(t, fast)
+	on := filepath.Join(bin, "on")
+	script := "#!/bin/sh\nif [ \"$1\" = -C ] && [ \"$2\" = '" + slow + "' ]; then : > '" + on +
+		"'; sleep 4 </dev/null >/dev/null 2>&1; fi\nexec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	s := snapshot.New(t.TempDir())
+	ctx := context.Background()
+	done := make(chan bool)
+	go func() { done <- s.For(ctx, slow) != nil }()
+	checkFor(t, 10*time.Second, "the slow git to run", func() bool {
+		_, err := os.Stat(on)
+		return err == nil
+	})
+	t0 := time.Now()
+	if s.For(ctx, fast) == nil {
+		t.Error("a git work tree is not tracked")
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("a directory's work tree was found after %v, behind another's slow git", d)
+	}
+	if !<-done {
+		t.Error("the slow directory is not tracked")
+	}
+}
+
+// TestSnapshotForSeesGitInit: a directory found outside git is looked at
+// again later: a `git init` after it is seen.
+func TestSnapshotForSeesGitInit(t *testing.T) {
+	s := snapshot.New(t.TempDir())
+	dir := t.TempDir()
+	ctx := context.Background()
+	if s.For(ctx, dir) != nil {
+		t.Fatal("a directory outside git is tracked")
+	}
+	gitInit(t, dir)
+	checkFor(t, 20*time.Second, "the git init to be seen", func() bool { return s.For(ctx, dir) != nil })
 }

@@ -16,8 +16,8 @@ const defaultAgent = "build"
 // maybeStart starts a turn on an idle session with pending input: all
 // pending steers, or else the oldest queued input.
 func (r *runner) maybeStart() {
-	if r.turn != nil || r.exit != nil {
-		return
+	if r.turn != nil || r.exit != nil || r.restoring {
+		return // a restore starts it when done
 	}
 	// A turn a shutdown or crash cut off is continued first; pending
 	// steers join it at its next step, queued inputs wait for its end.

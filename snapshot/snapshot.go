@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/opencode-server/opencode-server/internal/atomicfile"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -27,9 +28,27 @@ import (
 // Snapshots hands out the snapshot repository of each project directory.
 type Snapshots struct {
 	root string // <data>/snapshot
+	// mu guards reps; it is never held while git runs (a slow directory
+	// must not hold up every other session's snapshots).
 	mu   sync.Mutex
-	reps map[string]*Repo
+	reps map[string]*lookup
 }
+
+// lookup is one directory's answer to "is it in a git work tree?": being
+// found (done open), a repository, or none until expires (a `git init`
+// later is seen).
+type lookup struct {
+	done    chan struct{}
+	repo    *Repo
+	expires time.Time
+}
+
+var (
+	// lookupTimeout bounds the git that finds a directory's work tree.
+	lookupTimeout = 10 * time.Second
+	// notRepoTTL is how long a directory found outside git stays so.
+	notRepoTTL = 2 * time.Second
+)
 
 // New keeps snapshot repositories under dataDir/snapshot. An empty dataDir
 // (the in-memory store) keeps them in a temporary directory.
@@ -37,28 +56,55 @@ func New(dataDir string) *Snapshots {
 	if dataDir == "" {
 		dataDir = filepath.Join(os.TempDir(), "opencode-server-snapshots")
 	}
-	return &Snapshots{root: filepath.Join(dataDir, "snapshot"), reps: map[string]*Repo{}}
+	return &Snapshots{root: filepath.Join(dataDir, "snapshot"), reps: map[string]*lookup{}}
 }
 
 // For returns the repository of the project at dir, or nil when dir is not
-// in a git work tree (or git is missing): nothing is tracked there.
+// in a git work tree (or git is missing, or ctx ends first): nothing is
+// tracked there. Concurrent calls for one directory share one git.
 func (s *Snapshots) For(ctx context.Context, dir string) *Repo {
 	if s == nil || dir == "" {
 		return nil
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r, ok := s.reps[dir]; ok {
-		return r
+	l := s.reps[dir]
+	if l != nil {
+		select {
+		case <-l.done:
+			if l.repo == nil && time.Now().After(l.expires) {
+				l = nil // look again
+			}
+		default:
+		}
 	}
-	var r *Repo
-	if out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--is-inside-work-tree").Output(); err == nil &&
-		strings.TrimSpace(string(out)) == "true" {
+	if l == nil {
+		l = &lookup{done: make(chan struct{})}
+		s.reps[dir] = l
+		// Its own deadline, not the caller's: the others waiting for it
+		// get the answer even if the first caller gives up.
+		go s.find(dir, l)
+	}
+	s.mu.Unlock()
+	select {
+	case <-l.done:
+		return l.repo
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// find asks git whether dir is in a work tree. A failed or timed-out git is
+// remembered as "none" only for notRepoTTL.
+func (s *Snapshots) find(dir string, l *lookup) {
+	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--is-inside-work-tree").Output()
+	if err == nil && strings.TrimSpace(string(out)) == "true" {
 		sum := sha1.Sum([]byte(dir))
-		r = &Repo{gitDir: filepath.Join(s.root, hex.EncodeToString(sum[:10])), work: dir}
+		l.repo = &Repo{gitDir: filepath.Join(s.root, hex.EncodeToString(sum[:10])), work: dir}
 	}
-	s.reps[dir] = r
-	return r
+	l.expires = time.Now().Add(notRepoTTL)
+	close(l.done)
 }
 
 // Repo is one project's snapshot repository. Its methods serialise on a
