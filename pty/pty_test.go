@@ -176,7 +176,7 @@ func TestLaggingClient(t *testing.T) {
 		if first < 0 {
 			first = at
 		}
-		got.WriteString(text)
+		got.Write(text)
 	}
 	if first <= c.Cursor {
 		t.Errorf("Next continued at %d: no jump past the lost output (attached at %d)", first, c.Cursor)
