@@ -255,7 +255,7 @@ func TestPTYReconnect(t *testing.T) {
 	if want := cursor + int64(len(utf16.Encode([]rune(replay)))); b.metas[0] != want {
 		t.Errorf("control frame after the replay says %d, want %d (cursor %d + the replay)", b.metas[0], want, cursor)
 	}
-	b.send("echo t$((2))wo\n")
+	b.send("PS1=; echo t$((2))wo\n") // no prompt after it: nothing comes after t2wo
 	b.until(`t2wo\r\n`)
 
 	// The whole output, replayed from 0 to a fresh client, is exactly what
@@ -271,7 +271,7 @@ func TestPTYReconnect(t *testing.T) {
 	// -1 replays nothing; a cursor past the end nothing.
 	for _, c := range []string{"-1", "999999"} {
 		if w := e.ptyConnect(p.ID, c); w.text.Len() != 0 || w.metas[0] != full.metas[0] {
-			t.Errorf("cursor %s: replay %q, cursor %d; want none, %d", c, w.text.String(), w.metas[0], full.metas[0])
+			t.Errorf("cursor %s: replay %q, cursor %d; want none, %d (full %q)", c, w.text.String(), w.metas[0], full.metas[0], full.text.String())
 		}
 	}
 }
