@@ -1,11 +1,20 @@
 package pty
 
-import "unicode/utf8"
+import (
+	"sort"
+	"unicode/utf8"
+)
 
 // buffer is a terminal's output as OpenCode keeps it: the last max bytes
 // of text, with the absolute offset of its first byte, so a client that
 // reconnects names the point it had reached and gets exactly what came
 // after it.
+//
+// The text is kept in blocks that are never changed once written (the
+// last one is only appended to, the first only cut from the front), so
+// every client reads the one copy: read hands out slices of a block, not
+// copies, and a client that is slow to send what it read holds a slice,
+// never a scrollback of its own.
 //
 // Offsets (cursors) count UTF-16 code units, as OpenCode counts them (the
 // length of the JavaScript strings it buffers) and as its web app counts
@@ -14,12 +23,23 @@ import "unicode/utf8"
 // end, and bytes that are not UTF-8 become U+FFFD, as OpenCode decodes
 // the terminal's output.
 type buffer struct {
-	data      []byte // valid UTF-8
-	startByte int64  // absolute byte offset of data[0]
-	startUnit int64  // absolute UTF-16 offset of data[0]
-	endUnit   int64  // absolute UTF-16 offset of the end of data
-	max       int
-	pending   []byte // an incomplete UTF-8 sequence at the end of the last write
+	blocks  []block
+	size    int   // bytes kept, over all blocks
+	endByte int64 // absolute byte offset of the end
+	endUnit int64 // absolute UTF-16 offset of the end
+	max     int
+	pending []byte // an incomplete UTF-8 sequence at the end of the last write
+}
+
+// blockSize is the capacity of one block (a block holds whole characters,
+// so it may end up to 3 bytes short).
+const blockSize = 64 << 10
+
+// block is a run of the output: data is valid UTF-8 whose bytes are never
+// changed once written.
+type block struct {
+	data       []byte
+	byte, unit int64 // absolute offsets of data[0]
 }
 
 // position is a point in the output: its absolute byte and UTF-16 offsets.
@@ -93,26 +113,69 @@ func (b *buffer) flush() {
 }
 
 func (b *buffer) append(p []byte) {
-	if len(p) == 0 {
+	for len(p) > 0 {
+		n := len(b.blocks)
+		if n == 0 || len(b.blocks[n-1].data) == cap(b.blocks[n-1].data) {
+			b.blocks = append(b.blocks, block{data: make([]byte, 0, blockSize), byte: b.endByte, unit: b.endUnit})
+			n++
+		}
+		last := &b.blocks[n-1]
+		k := len(p)
+		if room := cap(last.data) - len(last.data); k > room {
+			k = room
+			for k > 0 && !utf8.RuneStart(p[k]) {
+				k--
+			}
+			if k == 0 { // not room for the next character: the block is full
+				last.data = last.data[:len(last.data):len(last.data)]
+				continue
+			}
+		}
+		last.data = append(last.data, p[:k]...) // within its capacity: no byte read out is moved
+		b.size += k
+		b.endByte += int64(k)
+		b.endUnit += units(p[:k])
+		p = p[k:]
+	}
+	// Trim in batches (an eighth of max at a time), not on every write.
+	if b.max <= 0 || b.size <= b.max+b.max/8 {
 		return
 	}
-	b.data = append(b.data, p...)
-	b.endUnit += units(p)
-	// Trim in batches (an eighth of max at a time), not on every write.
-	if b.max > 0 && len(b.data) > b.max+b.max/8 {
-		d := len(b.data) - b.max
-		for d < len(b.data) && !utf8.RuneStart(b.data[d]) {
+	d := b.size - b.max
+	for len(b.blocks) > 0 && len(b.blocks[0].data) <= d {
+		d -= len(b.blocks[0].data)
+		b.size -= len(b.blocks[0].data)
+		b.blocks[0] = block{} // a client may still hold a slice of it; the buffer does not
+		b.blocks = b.blocks[1:]
+	}
+	if d > 0 && len(b.blocks) > 0 {
+		first := &b.blocks[0]
+		for d < len(first.data) && !utf8.RuneStart(first.data[d]) {
 			d++
 		}
-		b.startUnit += units(b.data[:d])
-		b.startByte += int64(d)
-		b.data = append(b.data[:0], b.data[d:]...)
+		first.unit += units(first.data[:d])
+		first.byte += int64(d)
+		first.data = first.data[d:]
+		b.size -= d
 	}
+}
+
+// start is the position of the first byte kept.
+func (b *buffer) start() position {
+	if len(b.blocks) == 0 {
+		return b.end()
+	}
+	return position{b.blocks[0].byte, b.blocks[0].unit}
 }
 
 // end is the position after the last byte.
 func (b *buffer) end() position {
-	return position{b.startByte + int64(len(b.data)), b.endUnit}
+	return position{b.endByte, b.endUnit}
+}
+
+// drop forgets the output (an exited terminal's, once no client reads it).
+func (b *buffer) drop() {
+	b.blocks, b.size = nil, 0
 }
 
 // seek is the position of cursor, a UTF-16 offset: -1 is the end (no
@@ -121,54 +184,58 @@ func (b *buffer) end() position {
 // astral character) starts after that character, with prefix U+FFFD in
 // place of its second half, as OpenCode's string slice sends it.
 func (b *buffer) seek(cursor int64) (pos position, prefix string) {
-	end := b.end()
+	end, start := b.end(), b.start()
 	switch {
 	case cursor < 0 || cursor >= end.unit:
 		return end, ""
-	case cursor <= b.startUnit:
-		return position{b.startByte, b.startUnit}, ""
+	case cursor <= start.unit:
+		return start, ""
 	}
-	u := b.startUnit
-	for i := 0; i < len(b.data); {
-		_, size := utf8.DecodeRune(b.data[i:])
+	// The last block starting at or before cursor holds it.
+	i := sort.Search(len(b.blocks), func(i int) bool { return b.blocks[i].unit > cursor }) - 1
+	blk := b.blocks[i]
+	u := blk.unit
+	for j := 0; j < len(blk.data); {
+		_, size := utf8.DecodeRune(blk.data[j:])
 		w := int64(1)
 		if size == 4 {
 			w = 2
 		}
 		switch {
 		case u == cursor:
-			return position{b.startByte + int64(i), u}, ""
+			return position{blk.byte + int64(j), u}, ""
 		case u+1 == cursor && w == 2:
-			return position{b.startByte + int64(i+size), u + 2}, replacement
+			return position{blk.byte + int64(j+size), u + 2}, replacement
 		}
 		u += w
-		i += size
+		j += size
 	}
 	return end, ""
 }
 
-// read returns up to max bytes of text from pos (whole characters), the
-// position it starts at (later than pos if what pos names is no longer
-// kept) and the position after it.
-func (b *buffer) read(pos position, max int) (text string, at, next position) {
-	if pos.byte < b.startByte {
-		pos = position{b.startByte, b.startUnit}
+// read returns up to max bytes of text from pos (whole characters, from
+// one block), the position it starts at (later than pos if what pos names
+// is no longer kept) and the position after it. The text is the buffer's
+// own: shared with every reader, never to be changed.
+func (b *buffer) read(pos position, max int) (text []byte, at, next position) {
+	if start := b.start(); pos.byte < start.byte {
+		pos = start
 	}
-	i := int(pos.byte - b.startByte)
-	if i >= len(b.data) {
-		return "", pos, pos
+	if pos.byte >= b.endByte {
+		return nil, pos, pos
 	}
-	j := len(b.data)
-	if max > 0 && j-i > max {
-		j = i + max
-		for j > i && !utf8.RuneStart(b.data[j]) {
+	i := sort.Search(len(b.blocks), func(i int) bool { return b.blocks[i].byte > pos.byte }) - 1
+	chunk := b.blocks[i].data[pos.byte-b.blocks[i].byte:]
+	if j := len(chunk); max > 0 && j > max {
+		j = max
+		for j > 0 && !utf8.RuneStart(chunk[j]) {
 			j--
 		}
-		if j == i { // max is shorter than one character
-			_, size := utf8.DecodeRune(b.data[i:])
-			j = i + size
+		if j == 0 { // max is shorter than one character
+			_, j = utf8.DecodeRune(chunk)
 		}
+		chunk = chunk[:j]
 	}
-	chunk := b.data[i:j]
-	return string(chunk), pos, position{pos.byte + int64(len(chunk)), pos.unit + units(chunk)}
+	chunk = chunk[:len(chunk):len(chunk)] // nothing appended to it reaches the block
+	return chunk, pos, position{pos.byte + int64(len(chunk)), pos.unit + units(chunk)}
 }

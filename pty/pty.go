@@ -26,12 +26,13 @@ import (
 
 // Errors of the manager.
 var (
-	ErrNotFound    = errors.New("pty: no such terminal")
-	ErrExited      = errors.New("pty: the terminal's process has exited")
-	ErrTooMany     = errors.New("pty: too many terminals")
-	ErrClosed      = errors.New("pty: the server is shutting down")
-	ErrRemoved     = errors.New("pty: the terminal was removed")
-	ErrUnsupported = errors.New("the terminal (/pty) is not supported on Windows")
+	ErrNotFound       = errors.New("pty: no such terminal")
+	ErrExited         = errors.New("pty: the terminal's process has exited")
+	ErrTooMany        = errors.New("pty: too many terminals")
+	ErrClosed         = errors.New("pty: the server is shutting down")
+	ErrRemoved        = errors.New("pty: the terminal was removed")
+	ErrTooManyClients = errors.New("pty: too many clients are attached to the terminal")
+	ErrUnsupported    = errors.New("the terminal (/pty) is not supported on Windows")
 )
 
 // SpecError is a Create request that cannot be run: Field names what is
@@ -94,6 +95,9 @@ type Options struct {
 	Max int
 	// Buffer is how much output each terminal keeps for replay (default 2 MiB).
 	Buffer int
+	// Clients caps the clients attached to one terminal at once (default
+	// 512): Attach answers ErrTooManyClients beyond.
+	Clients int
 	// Retain is how many exited terminals are remembered (default 25).
 	Retain int
 	// Idle, if positive, removes a running terminal no client has been
@@ -177,6 +181,9 @@ func New(o Options) *Manager {
 	}
 	if o.Buffer <= 0 {
 		o.Buffer = 2 << 20
+	}
+	if o.Clients <= 0 {
+		o.Clients = 512
 	}
 	if o.Retain <= 0 {
 		o.Retain = 25
@@ -454,7 +461,7 @@ func (m *Manager) exit(t *term, code int) {
 // (nobody can attach to an exited terminal).
 func (t *term) dropBuffer() {
 	t.mu.Lock()
-	t.buf.data = nil
+	t.buf.drop()
 	t.mu.Unlock()
 }
 
@@ -631,14 +638,17 @@ func (m *Manager) Close() {
 }
 
 // Client is one attached reader and writer of a terminal (a websocket).
+// It reads the terminal's one buffer by its own position: what it is
+// handed is the buffer's text, shared with every other client.
 type Client struct {
-	t      *term
-	m      *Manager
-	pos    position
-	done   chan struct{}
-	once   sync.Once
-	Replay string // the output from the requested cursor up to Cursor
-	Cursor int64  // the offset after Replay, where Next continues
+	t         *term
+	m         *Manager
+	pos       position
+	prefix    string   // sent before the replay (a cursor inside a surrogate pair)
+	replayEnd position // the end of the output when it attached
+	done      chan struct{}
+	once      sync.Once
+	Cursor    int64 // the offset after the replay, where Next continues
 }
 
 // Attach attaches a client to a running terminal from cursor, a UTF-16
@@ -655,6 +665,10 @@ func (m *Manager) Attach(dir, id string, cursor int64) (*Client, error) {
 		m.mu.Unlock()
 		return nil, ErrExited
 	}
+	if t.clients >= m.o.Clients {
+		m.mu.Unlock()
+		return nil, ErrTooManyClients
+	}
 	t.clients++
 	if t.idle != nil {
 		t.idle.Stop()
@@ -662,36 +676,69 @@ func (m *Manager) Attach(dir, id string, cursor int64) (*Client, error) {
 	m.mu.Unlock()
 	t.mu.Lock()
 	from, prefix := t.buf.seek(cursor)
-	replay, _, end := t.buf.read(from, 0)
+	end := t.buf.end()
 	t.mu.Unlock()
-	return &Client{t: t, m: m, pos: end, done: make(chan struct{}), Replay: prefix + replay, Cursor: end.unit}, nil
+	return &Client{t: t, m: m, pos: from, prefix: prefix, replayEnd: end, done: make(chan struct{}), Cursor: end.unit}, nil
 }
 
-// Next waits for more output: the text and the offset it starts at (later
-// than the end of the last text when output this client had not read yet
-// is no longer kept). When the terminal ends it returns what is left, then
-// io.EOF (its process exited), ErrRemoved or ErrClosed.
-func (c *Client) Next(ctx context.Context, max int) (string, int64, error) {
+// Replay returns the next piece of the output from the requested cursor
+// up to Cursor, at most max bytes (whole characters), nil at its end. A
+// piece no longer kept by the time it is read is skipped: Cursor, sent
+// after the replay, says where the client is.
+func (c *Client) Replay(max int) []byte {
+	if c.prefix != "" {
+		p := []byte(c.prefix)
+		c.prefix = ""
+		return p
+	}
+	if c.pos.byte >= c.replayEnd.byte {
+		return nil
+	}
+	c.t.mu.Lock()
+	text, at, next := c.t.buf.read(c.pos, max)
+	c.t.mu.Unlock()
+	left := c.replayEnd.byte - at.byte
+	if left <= 0 {
+		c.pos = c.replayEnd
+		return nil
+	}
+	if int64(len(text)) > left { // the replay's end is a character's
+		text, next = text[:left], c.replayEnd
+	}
+	c.pos = next
+	return text
+}
+
+// Next waits for more output after Cursor (the rest of the replay is
+// skipped): the text, the buffer's own (never to be changed), and the
+// offset it starts at (later than the end of the last text when output
+// this client had not read yet is no longer kept). When the terminal ends
+// it returns what is left, then io.EOF (its process exited), ErrRemoved
+// or ErrClosed.
+func (c *Client) Next(ctx context.Context, max int) ([]byte, int64, error) {
+	if c.pos.byte < c.replayEnd.byte {
+		c.pos, c.prefix = c.replayEnd, ""
+	}
 	for {
 		c.t.mu.Lock()
 		text, at, next := c.t.buf.read(c.pos, max)
-		if text != "" {
+		if len(text) > 0 {
 			c.pos = next
 			c.t.mu.Unlock()
 			return text, at.unit, nil
 		}
 		if err := c.t.endErr; err != nil {
 			c.t.mu.Unlock()
-			return "", c.pos.unit, err
+			return nil, c.pos.unit, err
 		}
 		ch := c.t.changed
 		c.t.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return "", c.pos.unit, ctx.Err()
+			return nil, c.pos.unit, ctx.Err()
 		case <-c.done:
-			return "", c.pos.unit, ErrRemoved
+			return nil, c.pos.unit, ErrRemoved
 		}
 	}
 }

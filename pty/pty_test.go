@@ -176,7 +176,7 @@ func TestLaggingClient(t *testing.T) {
 		if first < 0 {
 			first = at
 		}
-		got.WriteString(text)
+		got.Write(text)
 	}
 	if first <= c.Cursor {
 		t.Errorf("Next continued at %d: no jump past the lost output (attached at %d)", first, c.Cursor)
@@ -212,4 +212,33 @@ func TestClosed(t *testing.T) {
 	if got := r.types(); got != "pty.created" {
 		t.Errorf("events %q: Close publishes nothing", got)
 	}
+}
+
+// TestClientCap: a terminal takes Options.Clients clients at once; the
+// next Attach is ErrTooManyClients until one detaches.
+func TestClientCap(t *testing.T) {
+	m, _ := newManager(t, Options{Clients: 2})
+	dir := t.TempDir()
+	info, err := m.Create(Spec{ID: ids(), Directory: dir, Command: "/bin/sh", Args: []string{"-c", "read x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []*Client
+	for range 2 {
+		c, err := m.Attach(dir, info.ID, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	if _, err := m.Attach(dir, info.ID, -1); !errors.Is(err, ErrTooManyClients) {
+		t.Fatalf("a third client: %v, want ErrTooManyClients", err)
+	}
+	cs[0].Detach()
+	c, err := m.Attach(dir, info.ID, -1)
+	if err != nil {
+		t.Fatalf("after a detach: %v", err)
+	}
+	c.Detach()
+	cs[1].Detach()
 }

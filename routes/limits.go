@@ -85,8 +85,10 @@ func isLoopbackHost(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// streamLimiter caps concurrent SSE streams per client address, so one
-// client cannot hold unbounded subscriptions (each costs a queue on the bus).
+// streamLimiter caps the streams a client address holds at once (SSE
+// streams and terminal websockets, one pool), so one client cannot hold
+// unbounded subscriptions (each costs a queue on the bus, or a reader of
+// a terminal).
 type streamLimiter struct {
 	max int
 	mu  sync.Mutex
@@ -122,4 +124,4 @@ func (l *streamLimiter) acquire(r *http.Request) (release func(), ok bool) {
 }
 
 // tooManyStreams is the answer when a client already holds MaxStreams streams.
-var tooManyStreams = &opencode.Error{Code: opencode.ETooMany, Message: "too many concurrent event streams from this client"}
+var tooManyStreams = &opencode.Error{Code: opencode.ETooMany, Message: "too many concurrent event streams and terminal sockets from this client"}

@@ -123,6 +123,8 @@ func (p *ptyRoutes) hf(fam family, f func(w http.ResponseWriter, r *http.Request
 			err = badRequest("Payload", se.Field, se.Message)
 		case errors.Is(err, pty.ErrTooMany):
 			err = &opencode.Error{Code: opencode.ETooMany, Message: "Too many terminals are running: remove one (DELETE /pty/{ptyID}) first"}
+		case errors.Is(err, pty.ErrTooManyClients):
+			err = &opencode.Error{Code: opencode.ETooMany, Message: "Too many clients are connected to this terminal"}
 		case errors.Is(err, pty.ErrClosed):
 			err = &opencode.Error{Code: opencode.EUnavailable, Message: "The server is shutting down"}
 		case errors.Is(err, pty.ErrUnsupported):
@@ -463,7 +465,17 @@ func (p *ptyRoutes) connect(w http.ResponseWriter, r *http.Request) error {
 	if !isUpgrade(r) {
 		return badRequest("Params", "", "GET /pty/{ptyID}/connect is a WebSocket: send an Upgrade request")
 	}
+	// A terminal's websocket holds one of its client's stream slots, as
+	// an event stream does.
+	release, ok := p.s.streams.acquire(r)
+	if !ok {
+		return tooManyStreams
+	}
+	defer release()
 	c, err := p.m.Attach(dir, id, ptyCursor(r))
+	if errors.Is(err, pty.ErrTooManyClients) {
+		return err
+	}
 	if err != nil {
 		return ptyNotFound(id)
 	}
@@ -482,7 +494,10 @@ func (p *ptyRoutes) connect(w http.ResponseWriter, r *http.Request) error {
 }
 
 // serve runs an accepted terminal websocket until the terminal ends (1000;
-// 1001 when the server shuts down) or the client goes away.
+// 1001 when the server shuts down) or the client goes away. What it sends
+// is the terminal's one buffer, read by this client's cursor; a client
+// that does not take a frame within writeTimeout is cut off, as a slow
+// event stream is: nothing waits for it.
 func (p *ptyRoutes) serve(ws *websocket.Conn, c *pty.Client) {
 	ws.SetReadLimit(ptyInputLimit)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -511,15 +526,10 @@ func (p *ptyRoutes) serve(ws *websocket.Conn, c *pty.Client) {
 		return send(websocket.MessageBinary, append([]byte{0}, fmt.Appendf(nil, `{"cursor":%d}`, cursor)...))
 	}
 	err := func() error {
-		for rest := c.Replay; rest != ""; {
-			n := min(len(rest), ptyChunk)
-			for n < len(rest) && !utf8.RuneStart(rest[n]) {
-				n--
-			}
-			if err := send(websocket.MessageText, []byte(rest[:n])); err != nil {
+		for text := c.Replay(ptyChunk); text != nil; text = c.Replay(ptyChunk) {
+			if err := send(websocket.MessageText, text); err != nil {
 				return err
 			}
-			rest = rest[n:]
 		}
 		if err := meta(c.Cursor); err != nil {
 			return err
@@ -535,7 +545,7 @@ func (p *ptyRoutes) serve(ws *websocket.Conn, c *pty.Client) {
 					return err
 				}
 			}
-			if err := send(websocket.MessageText, []byte(text)); err != nil {
+			if err := send(websocket.MessageText, text); err != nil {
 				return err
 			}
 			cur = at + utf16Len(text)
@@ -554,9 +564,9 @@ func (p *ptyRoutes) serve(ws *websocket.Conn, c *pty.Client) {
 }
 
 // utf16Len is the length of s as OpenCode and its web app count it.
-func utf16Len(s string) int64 {
+func utf16Len(s []byte) int64 {
 	var n int64
-	for _, r := range s {
+	for _, r := range string(s) {
 		if r >= 0x10000 {
 			n += 2
 		} else {

@@ -255,7 +255,7 @@ func TestPTYReconnect(t *testing.T) {
 	if want := cursor + int64(len(utf16.Encode([]rune(replay)))); b.metas[0] != want {
 		t.Errorf("control frame after the replay says %d, want %d (cursor %d + the replay)", b.metas[0], want, cursor)
 	}
-	b.send("echo t$((2))wo\n")
+	b.send("PS1=; echo t$((2))wo\n") // no prompt after it: nothing comes after t2wo
 	b.until(`t2wo\r\n`)
 
 	// The whole output, replayed from 0 to a fresh client, is exactly what
@@ -271,7 +271,7 @@ func TestPTYReconnect(t *testing.T) {
 	// -1 replays nothing; a cursor past the end nothing.
 	for _, c := range []string{"-1", "999999"} {
 		if w := e.ptyConnect(p.ID, c); w.text.Len() != 0 || w.metas[0] != full.metas[0] {
-			t.Errorf("cursor %s: replay %q, cursor %d; want none, %d", c, w.text.String(), w.metas[0], full.metas[0])
+			t.Errorf("cursor %s: replay %q, cursor %d; want none, %d (full %q)", c, w.text.String(), w.metas[0], full.metas[0], full.text.String())
 		}
 	}
 }
@@ -544,5 +544,75 @@ func TestPTYBadCreate(t *testing.T) {
 	e.mustJSON("GET", "/pty", "", &list)
 	if len(list) != 0 {
 		t.Errorf("a refused create left %+v", list)
+	}
+}
+
+// TestPTYSocketCap: a terminal's websocket holds one of its client's
+// stream slots, as an event stream does: one address may hold 64 (SSE
+// streams and terminal sockets together), the 65th is a 429 in its
+// route's family on /pty and /api/pty alike, and closing one frees its
+// slot. Terminal sockets had no cap: each held its own copy of the
+// scrollback.
+func TestPTYSocketCap(t *testing.T) {
+	e := start(t, testserver.Options{})
+	p := e.ptyCreate(`{"command":"/bin/sh"}`)
+	const maxStreams = 64
+	routes := []string{"/pty/" + p.ID + "/connect", "/api/pty/" + p.ID + "/connect"}
+	var open []*wsTerm
+	for i := range maxStreams {
+		w, resp, err := e.ptyDial(routes[i%2]+"?cursor=-1", nil)
+		if err != nil {
+			t.Fatalf("socket %d: %v (%v)", i+1, err, resp)
+		}
+		open = append(open, w)
+	}
+	refused := func(path string) (int, string) {
+		t.Helper()
+		w, resp, err := e.ptyDial(path, nil)
+		if err == nil {
+			_ = w.c.CloseNow()
+			return http.StatusSwitchingProtocols, ""
+		}
+		if resp == nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	for _, tc := range []struct{ path, shape string }{
+		{routes[0], `"name":"TooManyRequestsError"`},
+		{routes[1], `"_tag":"TooManyRequestsError"`},
+	} {
+		if st, body := refused(tc.path); st != http.StatusTooManyRequests || !strings.Contains(body, tc.shape) {
+			t.Errorf("socket %d on %s: %d %s, want 429 with %s", maxStreams+1, tc.path, st, body, tc.shape)
+		}
+	}
+	if st, _ := e.do("GET", "/global/health", ""); st != 200 {
+		t.Errorf("health while capped: %d", st)
+	}
+	// The slots are the event streams' too.
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.ts.URL+"/event", nil)
+	if resp, err := e.c.Do(req); err != nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("an event stream beside 64 terminal sockets: %v %v, want 429", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+
+	// Closing one frees its slot once the server has seen it go.
+	_ = open[0].c.Close(websocket.StatusNormalClosure, "")
+	deadline := time.Now().Add(waitBound)
+	for {
+		w, _, err := e.ptyDial(routes[0]+"?cursor=-1", nil)
+		if err == nil {
+			open[0] = w
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot of a closed socket was not freed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

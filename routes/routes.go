@@ -59,7 +59,8 @@ type Config struct {
 	Commands map[string]config.CommandConfig
 	// References are opencode.json's "references" (GET /api/reference).
 	References []config.Reference
-	// MaxStreams caps concurrent SSE streams per client address (default 64).
+	// MaxStreams caps the SSE streams and terminal websockets a client
+	// address holds at once (default 64).
 	MaxStreams int
 	// ForwardWindow is how long a request for a session another instance
 	// runs keeps being retried when that instance does not answer (it may

@@ -147,14 +147,21 @@ func wasHead(w http.ResponseWriter) bool {
 // path and headers go upstream with Host set to target's, less the
 // hop-by-hop ones, Accept-Encoding (the transport asks for gzip and
 // decodes it), the x-opencode-directory and x-opencode-workspace headers
-// and a websocket upgrade (the web app is plain HTTP). Redirects are
-// followed upstream, as fetch follows them. The answer comes back with
-// its status and headers, the CSP set: on an HTML page the hash of its
-// theme script, on anything else the policy without one. Unlike
+// and a websocket upgrade (the web app is plain HTTP). The answer comes
+// back with its status and headers, the CSP set: on an HTML page the hash
+// of its theme script, on anything else the policy without one. Unlike
 // OpenCode's proxy: the query goes along (OpenCode drops it),
 // Authorization (this server's password) does not, the upstream's CORS
 // headers are dropped (this server sets its own), and an unreachable
 // upstream is a 502 that says so (OpenCode: an empty 500).
+//
+// Only target's origin is ever asked: a redirect goes back to the browser,
+// not followed (OpenCode's fetch follows it, so a redirect to another
+// local service was fetched and its body served here), a Location on
+// target under its path made relative so the browser stays on this
+// server. Cookies cross in neither direction: cookies are per host, not
+// per port, so the browser's cookies for this server are every local
+// app's, and the upstream's would be set on all of them.
 func NewWebProxy(target string, log *slog.Logger) (http.Handler, error) {
 	u, err := url.Parse(target)
 	if err != nil {
@@ -169,28 +176,26 @@ func NewWebProxy(target string, log *slog.Logger) (http.Handler, error) {
 	u.RawQuery, u.Fragment = "", ""
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = 30 * time.Second
-	follow := &http.Client{Transport: tr} // the default policy: up to 10 redirects
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			h := pr.Out.Header
-			for _, k := range []string{"Accept-Encoding", "Authorization", "Connection", "Upgrade", "Te", "X-Opencode-Directory", "X-Opencode-Workspace"} {
+			for _, k := range []string{"Accept-Encoding", "Authorization", "Connection", "Cookie", "Upgrade", "Te", "X-Opencode-Directory", "X-Opencode-Workspace"} {
 				h.Del(k)
 			}
 		},
-		Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
-			out := *r
-			out.RequestURI = ""
-			return follow.Do(&out)
-		}),
+		Transport: tr, // a transport, not a client: no redirect is followed
 		ModifyResponse: func(res *http.Response) error {
 			for k := range res.Header {
-				if strings.HasPrefix(strings.ToLower(k), "access-control-") {
-					delete(res.Header, k)
+				if k := strings.ToLower(k); strings.HasPrefix(k, "access-control-") || k == "set-cookie" || k == "set-cookie2" {
+					delete(res.Header, http.CanonicalHeaderKey(k))
 				}
 			}
 			dropVaryOrigin(res.Header)
+			if loc := res.Header.Get("Location"); loc != "" {
+				res.Header.Set("Location", localLocation(u, res.Request.URL, loc))
+			}
 			if !isHTML(res.Header.Get("Content-Type")) {
 				res.Header.Set("Content-Security-Policy", webCSP(""))
 				return nil
@@ -262,9 +267,35 @@ func dropVaryOrigin(h http.Header) {
 	}
 }
 
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+// localLocation is an upstream redirect's Location (loc, of the request
+// to reqURL) as the browser gets it: on target's origin under its path,
+// that path on this server (relative, so the browser stays here); any
+// other place as it is, for the browser to go to or not (this server
+// never goes there).
+func localLocation(target, reqURL *url.URL, loc string) string {
+	l, err := reqURL.Parse(loc)
+	if err != nil || !strings.EqualFold(l.Scheme, target.Scheme) || !strings.EqualFold(l.Host, target.Host) || l.User != nil {
+		return loc
+	}
+	prefix := strings.TrimSuffix(target.EscapedPath(), "/")
+	rest, ok := strings.CutPrefix(l.EscapedPath(), prefix)
+	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+		return loc
+	}
+	if strings.HasPrefix(rest, "//") {
+		return loc // relative, "//x" would be another host to the browser
+	}
+	if rest == "" {
+		rest = "/"
+	}
+	if l.RawQuery != "" {
+		rest += "?" + l.RawQuery
+	}
+	if l.Fragment != "" {
+		rest += "#" + l.EscapedFragment()
+	}
+	return rest
+}
 
 // NewWebDir returns the handler that serves a built copy of the web app
 // from dir, as `opencode serve` serves its embedded copy: a file by its

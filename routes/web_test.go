@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,8 +67,6 @@ func newUpstream(t *testing.T) *upstream {
 			h.Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = io.WriteString(w, "nope")
-		case r.URL.Path == "/redir":
-			http.Redirect(w, r, "/elsewhere", http.StatusFound)
 		default:
 			h.Set("Content-Type", "text/html; charset=utf-8")
 			_, _ = io.WriteString(w, webPage)
@@ -146,8 +145,8 @@ func webDo(t *testing.T, c *http.Client, method, url string, hdr map[string]stri
 // hop-by-hop ones, the client's Accept-Encoding, x-opencode-directory and
 // the websocket upgrade; the answer comes back with its status and
 // headers and OpenCode's CSP (the theme script's hash on HTML). Ours also
-// passes the query, and never the password or the upstream's CORS
-// headers.
+// passes the query, and never the password, cookies (either way) or the
+// upstream's CORS headers.
 func TestWebProxy(t *testing.T) {
 	up := newUpstream(t)
 	srv, c := webServer(t, app.Options{WebURL: up.URL, Password: "pw"})
@@ -165,7 +164,7 @@ func TestWebProxy(t *testing.T) {
 	if got := r.header.Get("Content-Security-Policy"); got != webPageCSP {
 		t.Errorf("CSP on the page:\n got %s\nwant %s", got, webPageCSP)
 	}
-	for k, want := range map[string]string{"X-Custom": "yes", "Cache-Control": "max-age=60", "Set-Cookie": "a=b; Path=/",
+	for k, want := range map[string]string{"X-Custom": "yes", "Cache-Control": "max-age=60",
 		"Content-Type": "text/html; charset=utf-8", "Access-Control-Allow-Origin": "http://localhost:3000"} {
 		if got := r.header.Values(k); len(got) != 1 || got[0] != want {
 			t.Errorf("answer header %s = %q, want %q", k, got, want)
@@ -185,13 +184,16 @@ func TestWebProxy(t *testing.T) {
 	if want := strings.TrimPrefix(up.URL, "http://"); in.Host != want {
 		t.Errorf("upstream Host %q, want %q", in.Host, want)
 	}
-	for k, want := range map[string]string{"Cookie": "c=1", "User-Agent": "browser/1", "Accept-Language": "fr",
+	if got := r.header.Values("Set-Cookie"); len(got) != 0 {
+		t.Errorf("the upstream's Set-Cookie came through: %q", got)
+	}
+	for k, want := range map[string]string{"User-Agent": "browser/1", "Accept-Language": "fr",
 		"Origin": "http://localhost:3000", "Accept-Encoding": "gzip"} {
 		if got := in.Header.Get(k); got != want {
 			t.Errorf("upstream header %s = %q, want %q", k, got, want)
 		}
 	}
-	for _, k := range []string{"Authorization", "X-Opencode-Directory", "X-Opencode-Workspace", "Upgrade", "Connection", "X-Forwarded-For"} {
+	for _, k := range []string{"Authorization", "Cookie", "X-Opencode-Directory", "X-Opencode-Workspace", "Upgrade", "Connection", "X-Forwarded-For"} {
 		if got := in.Header.Get(k); got != "" {
 			t.Errorf("upstream got %s: %q", k, got)
 		}
@@ -213,15 +215,12 @@ func TestWebProxy(t *testing.T) {
 		t.Errorf("upstream requests for the asset: %v", reqs)
 	}
 
-	// The upstream's status is the answer's; a redirect is followed.
+	// The upstream's status is the answer's (redirects: TestWebProxyRedirects).
 	if r := webDo(t, c, "GET", srv.URL+"/missing", map[string]string{"Authorization": basic}); r.status != 404 || r.body != "nope" ||
 		r.header.Get("Content-Security-Policy") != webCSP {
 		t.Errorf("upstream 404: %d %q %v", r.status, r.body, r.header)
 	}
-	if r := webDo(t, c, "GET", srv.URL+"/redir", map[string]string{"Authorization": basic}); r.status != 200 || r.body != webPage {
-		t.Errorf("upstream redirect: %d %q", r.status, r.body)
-	}
-	if reqs := up.take(); len(reqs) != 3 || reqs[2].URL.Path != "/elsewhere" {
+	if reqs := up.take(); len(reqs) != 1 {
 		t.Errorf("upstream requests: %v", reqs)
 	}
 
@@ -249,6 +248,67 @@ func TestWebProxy(t *testing.T) {
 		}
 	}
 	up.take()
+}
+
+// TestWebProxyRedirects: only the web app's own origin is asked. An
+// upstream redirect reaches the browser unfollowed (OpenCode's fetch
+// followed it: a redirect to another local service had that service's
+// answer served here); one to the web app's URL is made relative, so the
+// browser stays on this server, anything else passes as it is and this
+// server never goes there. No cookie crosses either way on a redirect.
+func TestWebProxyRedirects(t *testing.T) {
+	var elsewhere atomic.Int32 // requests the other local service got
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		elsewhere.Add(1)
+		_, _ = io.WriteString(w, "another local app's secret")
+	}))
+	t.Cleanup(other.Close)
+	var (
+		mu      sync.Mutex
+		cookies []string // the Cookie headers the web app got
+	)
+	var up *httptest.Server
+	up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		cookies = append(cookies, r.Header.Values("Cookie")...)
+		mu.Unlock()
+		to := map[string]string{
+			"/app/rel":     "/app/elsewhere?q=1#top",
+			"/app/dot":     "../app/",
+			"/app/abs":     up.URL + "/app/x/y",
+			"/app/outside": up.URL + "/other",
+			"/app/twice":   up.URL + "//evil.example/",
+			"/app/away":    other.URL + "/steal",
+		}[r.URL.Path]
+		http.SetCookie(w, &http.Cookie{Name: "up", Value: "1", Path: "/"})
+		http.Redirect(w, r, to, http.StatusFound)
+	}))
+	t.Cleanup(up.Close)
+	srv, c := webServer(t, app.Options{WebURL: up.URL + "/app"})
+	for _, tc := range []struct{ path, location string }{
+		{"/rel", "/elsewhere?q=1#top"},
+		{"/dot", "/"},
+		{"/abs", "/x/y"},
+		{"/outside", up.URL + "/other"},
+		{"/twice", up.URL + "//evil.example/"},
+		{"/away", other.URL + "/steal"},
+	} {
+		r := webDo(t, c, "GET", srv.URL+tc.path, map[string]string{"Cookie": "local=secret"})
+		if r.status != http.StatusFound || r.header.Get("Location") != tc.location || strings.Contains(r.body, "secret") {
+			t.Errorf("GET %s: %d Location %q %q, want 302 to %q", tc.path, r.status, r.header.Get("Location"), r.body, tc.location)
+		}
+		if got := r.header.Values("Set-Cookie"); len(got) != 0 {
+			t.Errorf("GET %s: the upstream's Set-Cookie came through: %q", tc.path, got)
+		}
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Errorf("the redirect's target got %d requests from the proxy, want none", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(cookies) != 0 {
+		t.Errorf("the browser's cookies went upstream: %q", cookies)
+	}
 }
 
 // TestWebNotShadowing: the web app never answers what the API answers,
