@@ -65,8 +65,8 @@ func listed(every string, l lock) bool {
 // the module, or its last element as a word).
 func mentions(s, pkg string) bool {
 	base := pkg[strings.LastIndex(pkg, "/")+1:]
-	return regexp.MustCompile(`(^|[^\w])` + regexp.QuoteMeta(pkg) + `($|[^\w])`).MatchString(s) ||
-		regexp.MustCompile(`(^|[^\w/])` + regexp.QuoteMeta(base) + `($|[^\w])`).MatchString(s)
+	return regexp.MustCompile(`(^|[^\w])`+regexp.QuoteMeta(pkg)+`($|[^\w])`).MatchString(s) ||
+		regexp.MustCompile(`(^|[^\w/])`+regexp.QuoteMeta(base)+`($|[^\w])`).MatchString(s)
 }
 
 func findLocks(t *testing.T, root string) []lock {
