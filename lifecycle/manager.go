@@ -118,6 +118,7 @@ type Manager struct {
 	// failed are the sessions stopped after a failed write, retried in
 	// the background (see storeFailure).
 	failed map[string]*storeFailure
+	pace   failPace
 	// loading are the sessions whose runner is being started: a second
 	// request waits for the first instead of loading (and, in a cluster,
 	// claiming under a newer epoch, which fences the first) again.
@@ -170,7 +171,8 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{}, loading: map[string]chan struct{}{}, cl: cfg.Cluster,
+		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{},
+		pace: failPace{failRetryFirst, failRetryMax, failTryEvery}, loading: map[string]chan struct{}{}, cl: cfg.Cluster,
 		remotePerms: map[string]opencode.PermissionRequest{}, remoteQuestions: map[string]opencode.QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 	if m.cl != nil {
