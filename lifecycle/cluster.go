@@ -89,6 +89,10 @@ func (m *Manager) Owner(ctx context.Context, id string) (string, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil // the handler answers the 404
 	}
+	if addr != "" {
+		// Its owner serves it: a failure this instance had with it is over.
+		m.clearFailure(id, "session taken over by another instance: no longer retried here")
+	}
 	return addr, err
 }
 

@@ -2,10 +2,12 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
 	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/store"
 )
 
 // storeFailure is a session stopped after a failed write to the store.
@@ -80,6 +82,9 @@ func (m *Manager) storeFailed(id string, epoch int64, err error) {
 		return
 	}
 	if cl := m.cl; cl != nil {
+		if epoch == 0 {
+			epoch, _ = cl.Held(id) // claimed, then its reads failed
+		}
 		ctx, cancel := context.WithTimeout(m.ctx, time.Second)
 		cl.Release(ctx, id, epoch)
 		cancel()
@@ -117,8 +122,24 @@ func (m *Manager) retryFailed(id string) {
 	if f == nil {
 		return
 	}
+	if cl := m.cl; cl != nil {
+		// Another instance took it over meanwhile (this one let its
+		// lease go): it is served there, not retried here.
+		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.StoreTimeout)
+		addr, err := cl.Owner(ctx, id)
+		cancel()
+		if err == nil && addr != "" {
+			m.clearFailure(id, "session taken over by another instance: no longer retried here")
+			return
+		}
+	}
 	r, err := m.runner(m.ctx, id)
 	if err != nil {
+		if !storeDown(err) {
+			// Taken over by another instance, or gone: nothing to retry.
+			m.clearFailure(id, "session not retried: "+err.Error())
+			return
+		}
 		// The session cannot even be read: try again later.
 		m.storeFailed(id, 0, err)
 		return
@@ -141,14 +162,35 @@ func (m *Manager) retryFailed(id string) {
 
 // recovered clears the failure record of a session whose runner started:
 // its store works again.
-func (m *Manager) recovered(id string) {
+func (m *Manager) recovered(id string) { m.clearFailure(id, "session recovered after failed writes") }
+
+// clearFailure drops a session's failure record, if it has one, and says
+// why in the log.
+func (m *Manager) clearFailure(id, why string) {
 	m.mu.Lock()
 	f := m.failed[id]
 	delete(m.failed, id)
 	m.mu.Unlock()
 	if f != nil {
-		m.log.Info("session recovered after failed writes", "session", id, "attempts", f.attempt)
+		m.log.Info(why, "session", id, "attempts", f.attempt)
 	}
+}
+
+// storeDown reports whether err is the store failing to answer (cannot
+// be reached, full, past a deadline), worth a retry in the background,
+// rather than an answer: a session another instance runs, one that is
+// gone, a shutdown.
+func storeDown(err error) bool {
+	var owned *store.OwnedError
+	var oe *opencode.Error
+	switch {
+	case err == nil, errors.Is(err, ErrClosed), errors.As(err, &owned), errors.Is(err, store.ErrNotFound),
+		errors.Is(err, context.Canceled):
+		return false
+	case errors.As(err, &oe):
+		return oe.Code == opencode.EUnavailable
+	}
+	return true
 }
 
 // StoreRetry tells a session waiting for its background retry: the

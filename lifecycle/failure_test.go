@@ -621,3 +621,89 @@ func TestFreedStoreServesNextRequest(t *testing.T) {
 		return false
 	})
 }
+
+// TestFailedReadRetried: a history read that fails (a deadline just after
+// a start) while a session's runner needs it is retried in the background
+// as a failed commit is, and the pending input is answered with no other
+// request: when a cold session's turn reads its history, and when the
+// recovery at start reads a session a shutdown left with queued input.
+func TestFailedReadRetried(t *testing.T) {
+	model := scripted.New(scripted.Config{Chunks: 3, Delay: 5 * time.Millisecond})
+	newManager := func(st store.Store) *lifecycle.Manager {
+		return lifecycle.New(lifecycle.Config{Store: st, Bus: eventbus.New(), Provider: model,
+			ProviderID: scripted.ProviderID, ModelID: scripted.ModelID, IdleTimeout: 50 * time.Millisecond})
+	}
+	admit := func(ctx context.Context, m *lifecycle.Manager, sid, text string, d opencode.Delivery) (*opencode.Input, error) {
+		in := &opencode.Input{ID: identifier.NewMessage(), SessionID: sid, Delivery: d,
+			Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: text}}}
+		_, _, err := m.Admit(ctx, in)
+		return in, err
+	}
+	for _, c := range []struct {
+		name string
+		// run leaves an input pending behind failing history reads and
+		// returns it, and the manager that must answer it.
+		run func(t *testing.T, ctx context.Context, st *storetest.Failing, sid string) (*lifecycle.Manager, *opencode.Input)
+	}{
+		{"turn of a cold session", func(t *testing.T, ctx context.Context, st *storetest.Failing, sid string) (*lifecycle.Manager, *opencode.Input) {
+			m := newManager(st)
+			t.Cleanup(m.Close)
+			if _, err := admit(ctx, m, sid, "first", opencode.Steer); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.WaitIdle(ctx, sid); err != nil {
+				t.Fatal(err)
+			}
+			checkFor(t, 10*time.Second, "the idle runner to be evicted", func() bool { return !m.Resident(sid) })
+			st.FailReads(3)
+			in, err := admit(ctx, m, sid, "after a cold start", opencode.Queue)
+			if err != nil {
+				t.Fatalf("the admission (its commit works): %v", err)
+			}
+			return m, in
+		}},
+		{"recovery at start", func(t *testing.T, ctx context.Context, st *storetest.Failing, sid string) (*lifecycle.Manager, *opencode.Input) {
+			slow := lifecycle.New(lifecycle.Config{Store: st.Store, Bus: eventbus.New(), Provider: scripted.New(scripted.Config{Chunks: 200, Delay: 20 * time.Millisecond}),
+				ProviderID: scripted.ProviderID, ModelID: scripted.ModelID})
+			if _, err := admit(ctx, slow, sid, "cut off by the shutdown", opencode.Steer); err != nil {
+				t.Fatal(err)
+			}
+			in, err := admit(ctx, slow, sid, "queued behind it", opencode.Queue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slow.Close()
+			st.FailReads(3)
+			m := newManager(st)
+			t.Cleanup(m.Close)
+			if err := m.Resume(ctx); err != nil {
+				t.Fatalf("start with a failing history read: %v", err)
+			}
+			return m, in
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st := &storetest.Failing{Store: memory.New()}
+			sid := identifier.NewSession()
+			setup := newManager(st.Store)
+			if _, _, err := setup.CreateSession(ctx, opencode.SessionOptions{ID: sid}); err != nil {
+				t.Fatal(err)
+			}
+			setup.Close()
+			_, in := c.run(t, ctx, st, sid)
+			// No request: read the store itself (a read through the
+			// manager would be a request, and take a failing read).
+			checkFor(t, 15*time.Second, "the pending input to be answered", func() bool {
+				msgs, err := st.Store.ListMessages(ctx, sid)
+				for _, mp := range msgs {
+					if err == nil && mp.Info.Role == opencode.Assistant && mp.Info.ParentID == in.ID && mp.Info.Time.Completed != nil {
+						return true
+					}
+				}
+				return false
+			})
+		})
+	}
+}
