@@ -37,7 +37,7 @@ func (h *Handler) classify(err error) (errorKind, string) {
 	kind := opencode.KindOf(oe.Code) // the one table: its HTTP and AG-UI columns
 	k := errorKind{kind.HTTP, kind.AGUI}
 	if k.status >= 500 {
-		h.o.Logger.Error("agui: run failed", "err", err)
+		h.o.Logger.Log(context.Background(), kind.Level(), "agui: run failed", "err", err)
 		if oe.Code == opencode.EUnavailable {
 			return k, "The store cannot be reached now; retry the run"
 		}

@@ -82,12 +82,18 @@ func (m *Manager) Owner(ctx context.Context, id string) (string, error) {
 	m.mu.Lock()
 	r := m.runners[id]
 	m.mu.Unlock()
-	if r != nil {
+	if r != nil && m.cl.Holds(id, r.epoch) {
 		return "", nil
 	}
+	// No runner, or one that lost the session (a lease lost, not yet
+	// stopped: it may be stuck in a commit): ask who owns it now.
 	addr, err := m.cl.Owner(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil // the handler answers the 404
+	}
+	if addr != "" {
+		// Its owner serves it: a failure this instance had with it is over.
+		m.clearFailure(id, "session taken over by another instance: no longer retried here")
 	}
 	return addr, err
 }

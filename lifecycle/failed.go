@@ -2,31 +2,46 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
 
 	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/store"
 )
 
 // storeFailure is a session stopped after a failed write to the store.
-// No request rebuilds it while the pause lasts (a full disk or a database
-// that is down would fail every rebuild, and a request loop would spin);
-// the manager retries it in the background, pausing longer after each
+// The manager retries it in the background, pausing longer after each
 // failure, so work admitted before the failure continues once the store
-// is back, with no client request. GET /session/status says "retry"
+// is back, with no client request. A request for it meanwhile tries the
+// store at once, at most one per session every failTryEvery (a full disk
+// or a database that is down would fail every rebuild, and a request loop
+// would spin): space freed or a database back helps the next request, not
+// the one after the background pause. GET /session/status says "retry"
 // meanwhile.
 type storeFailure struct {
 	attempt int
 	next    time.Time
 	err     error
+	// tried is when a request last tried the store itself (see failedErr).
+	tried time.Time
+	// scheduled: the background retry at next is pending; a failure of a
+	// request's own try leaves it as it is.
+	scheduled bool
 }
 
 // Pauses between background retries: doubled from failRetryFirst up to
-// failRetryMax.
-var (
+// failRetryMax; failTryEvery is how often a request may try a failed
+// session's store itself.
+const (
 	failRetryFirst = 250 * time.Millisecond
 	failRetryMax   = 30 * time.Second
+	failTryEvery   = 250 * time.Millisecond
 )
+
+// failPace is the pacing of a manager's retries (the constants above;
+// tests set their own).
+type failPace struct{ first, max, tryEvery time.Duration }
 
 // storeFailed records a failed write of session id and schedules its
 // retry. The first failure is logged; later ones of the same outage only
@@ -41,15 +56,21 @@ func (m *Manager) storeFailed(id string, epoch int64, err error) {
 		f = &storeFailure{}
 		m.failed[id] = f
 	}
-	f.attempt++
 	f.err = err
-	// The first rebuild is at once (a one-off failure costs nothing);
-	// each further failure of the same outage pauses longer.
+	// A request's own try that failed: the background retry stays as it
+	// was scheduled (the pause is not doubled by requests).
+	again := !f.scheduled
 	wait := time.Duration(0)
-	if f.attempt > 1 {
-		wait = min(failRetryFirst<<min(f.attempt-2, 16), failRetryMax)
+	if again {
+		f.attempt++
+		// The first rebuild is at once (a one-off failure costs nothing);
+		// each further failure of the same outage pauses longer.
+		if f.attempt > 1 {
+			wait = min(m.pace.first<<min(f.attempt-2, 16), m.pace.max)
+		}
+		f.next = time.Now().Add(wait)
+		f.scheduled = true
 	}
-	f.next = time.Now().Add(wait)
 	closed := m.closed
 	m.mu.Unlock()
 	if first {
@@ -61,9 +82,15 @@ func (m *Manager) storeFailed(id string, epoch int64, err error) {
 		return
 	}
 	if cl := m.cl; cl != nil {
+		if epoch == 0 {
+			epoch, _ = cl.Held(id) // claimed, then its reads failed
+		}
 		ctx, cancel := context.WithTimeout(m.ctx, time.Second)
 		cl.Release(ctx, id, epoch)
 		cancel()
+	}
+	if !again {
+		return
 	}
 	m.wg.Add(1)
 	go func() {
@@ -75,7 +102,13 @@ func (m *Manager) storeFailed(id string, epoch int64, err error) {
 			return
 		case <-t.C:
 		}
-		m.retryFailed(id)
+		m.mu.Lock()
+		current := m.failed[id] == f
+		f.scheduled = false
+		m.mu.Unlock()
+		if current {
+			m.retryFailed(id)
+		}
 	}()
 }
 
@@ -89,8 +122,24 @@ func (m *Manager) retryFailed(id string) {
 	if f == nil {
 		return
 	}
+	if cl := m.cl; cl != nil {
+		// Another instance took it over meanwhile (this one let its
+		// lease go): it is served there, not retried here.
+		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.StoreTimeout)
+		addr, err := cl.Owner(ctx, id)
+		cancel()
+		if err == nil && addr != "" {
+			m.clearFailure(id, "session taken over by another instance: no longer retried here")
+			return
+		}
+	}
 	r, err := m.runner(m.ctx, id)
 	if err != nil {
+		if !storeDown(err) {
+			// Taken over by another instance, or gone: nothing to retry.
+			m.clearFailure(id, "session not retried: "+err.Error())
+			return
+		}
 		// The session cannot even be read: try again later.
 		m.storeFailed(id, 0, err)
 		return
@@ -113,14 +162,35 @@ func (m *Manager) retryFailed(id string) {
 
 // recovered clears the failure record of a session whose runner started:
 // its store works again.
-func (m *Manager) recovered(id string) {
+func (m *Manager) recovered(id string) { m.clearFailure(id, "session recovered after failed writes") }
+
+// clearFailure drops a session's failure record, if it has one, and says
+// why in the log.
+func (m *Manager) clearFailure(id, why string) {
 	m.mu.Lock()
 	f := m.failed[id]
 	delete(m.failed, id)
 	m.mu.Unlock()
 	if f != nil {
-		m.log.Info("session recovered after failed writes", "session", id, "attempts", f.attempt)
+		m.log.Info(why, "session", id, "attempts", f.attempt)
 	}
+}
+
+// storeDown reports whether err is the store failing to answer (cannot
+// be reached, full, past a deadline), worth a retry in the background,
+// rather than an answer: a session another instance runs, one that is
+// gone, a shutdown.
+func storeDown(err error) bool {
+	var owned *store.OwnedError
+	var oe *opencode.Error
+	switch {
+	case err == nil, errors.Is(err, ErrClosed), errors.As(err, &owned), errors.Is(err, store.ErrNotFound),
+		errors.Is(err, context.Canceled):
+		return false
+	case errors.As(err, &oe):
+		return oe.Code == opencode.EUnavailable
+	}
+	return true
 }
 
 // StoreRetry tells a session waiting for its background retry: the
@@ -136,15 +206,22 @@ func (m *Manager) StoreRetry(id string) (attempt int, message string, next int64
 }
 
 // failedErr is the error a request for a session that is waiting for its
-// background retry gets (nil: none is).
+// background retry gets (nil: none is, or this request may try the store
+// itself: the pause is over, or no request tried it for failTryEvery).
 func (m *Manager) failedErr(id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := m.failed[id]
-	if f == nil || !time.Now().Before(f.next) {
-		return nil // none, or its pause is over: this request may try
+	now := time.Now()
+	if f == nil || !now.Before(f.next) {
+		return nil
 	}
-	secs := int(time.Until(f.next).Seconds()) + 1
-	return &opencode.Error{Code: opencode.EUnavailable, SessionID: id, Cause: f.err, RetryAfter: secs,
-		Message: "Session " + id + " is stopped after failed writes to the store; it is retried in the background (next in " + strconv.Itoa(secs) + " s)"}
+	if now.Sub(f.tried) >= m.pace.tryEvery {
+		f.tried = now
+		return nil
+	}
+	secs := int(f.next.Sub(now).Seconds()) + 1
+	// Retry-After is the next request's own try, not the background one.
+	return &opencode.Error{Code: opencode.EUnavailable, SessionID: id, Cause: f.err, RetryAfter: 1,
+		Message: "Session " + id + " is stopped after failed writes to the store; a request tries it again, and the server in the background in " + strconv.Itoa(secs) + " s"}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -543,5 +544,166 @@ func TestAdmissionAnswerLost(t *testing.T) {
 	// The client's retry is the same admission.
 	if _, existed, err := m.Admit(ctx, in); err != nil || !existed {
 		t.Fatalf("the retry got existed=%v err=%v, want the stored admission", existed, err)
+	}
+}
+
+// TestFreedStoreServesNextRequest: a session stopped by failed commits,
+// whose background retry has paused long (20 s), is tried by a request at
+// once, at most one per session every 250 ms while the store still fails;
+// once the store takes writes again the next request is served at once,
+// not after the pause, and the work queued before the outage runs.
+func TestFreedStoreServesNextRequest(t *testing.T) {
+	st := &storetest.Failing{Store: memory.New()}
+	m := lifecycle.New(lifecycle.Config{Store: st, Bus: eventbus.New(), Provider: scripted.New(scripted.Config{Chunks: 20, Delay: 20 * time.Millisecond}),
+		ProviderID: scripted.ProviderID, ModelID: scripted.ModelID})
+	defer m.Close()
+	m.SetFailPace(20*time.Second, 20*time.Second, 250*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, _, err := m.CreateSession(ctx, opencode.SessionOptions{ID: identifier.NewSession()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admit := func(text string) (*opencode.Input, error) {
+		in := &opencode.Input{ID: identifier.NewMessage(), SessionID: s.ID, Delivery: opencode.Queue,
+			Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: text}}}
+		_, _, err := m.Admit(ctx, in)
+		return in, err
+	}
+	if _, err := admit("first"); err != nil {
+		t.Fatal(err)
+	}
+	queued, err := admit("queued before the outage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetDown(true)
+	// The turn's commit fails, the rebuild at once fails too: the next
+	// background retry is 20 s away.
+	checkFor(t, 10*time.Second, "the background retry to pause", func() bool {
+		attempt, _, _, ok := m.StoreRetry(s.ID)
+		return ok && attempt >= 2
+	})
+	// Requests while the store still fails: 503 each, and the store is
+	// tried at most once per 250 ms of them (each try is a commit).
+	before, start := st.Failed(), time.Now()
+	for i := range 20 {
+		_, err := admit("during the outage " + strconv.Itoa(i))
+		var oe *opencode.Error
+		if !errors.As(err, &oe) || oe.Code != opencode.EUnavailable {
+			t.Fatalf("an admission during the outage: %v, want EUnavailable", err)
+		}
+	}
+	if tries, most := st.Failed()-before, 2+int(time.Since(start)/(250*time.Millisecond)); tries < 1 || tries > most {
+		t.Errorf("%d commits tried by 20 requests in %v, want 1 to %d", tries, time.Since(start), most)
+	}
+	st.SetDown(false)
+	// The next request after the window is served at once (its own try),
+	// long before the background retry.
+	m.SetFailPace(20*time.Second, 20*time.Second, 0)
+	start = time.Now()
+	if _, err := admit("after the outage"); err != nil {
+		t.Fatalf("the first request after the store came back: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the first request after the store came back took %v", d)
+	}
+	if status, _ := m.SessionStatus(ctx); status[s.ID] == "retry" {
+		t.Error("the session still says retry after a request was served")
+	}
+	checkFor(t, 10*time.Second, "the input queued before the outage to be answered", func() bool {
+		msgs, err := m.Messages(ctx, s.ID)
+		for _, mp := range msgs {
+			if err == nil && mp.Info.Role == opencode.Assistant && mp.Info.ParentID == queued.ID && mp.Info.Time.Completed != nil {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestFailedReadRetried: a history read that fails (a deadline just after
+// a start) while a session's runner needs it is retried in the background
+// as a failed commit is, and the pending input is answered with no other
+// request: when a cold session's turn reads its history, and when the
+// recovery at start reads a session a shutdown left with queued input.
+func TestFailedReadRetried(t *testing.T) {
+	model := scripted.New(scripted.Config{Chunks: 3, Delay: 5 * time.Millisecond})
+	newManager := func(st store.Store) *lifecycle.Manager {
+		return lifecycle.New(lifecycle.Config{Store: st, Bus: eventbus.New(), Provider: model,
+			ProviderID: scripted.ProviderID, ModelID: scripted.ModelID, IdleTimeout: 50 * time.Millisecond})
+	}
+	admit := func(ctx context.Context, m *lifecycle.Manager, sid, text string, d opencode.Delivery) (*opencode.Input, error) {
+		in := &opencode.Input{ID: identifier.NewMessage(), SessionID: sid, Delivery: d,
+			Parts: []opencode.Part{{ID: identifier.NewPart(), Type: opencode.PartText, Text: text}}}
+		_, _, err := m.Admit(ctx, in)
+		return in, err
+	}
+	for _, c := range []struct {
+		name string
+		// run leaves an input pending behind failing history reads and
+		// returns it, and the manager that must answer it.
+		run func(t *testing.T, ctx context.Context, st *storetest.Failing, sid string) (*lifecycle.Manager, *opencode.Input)
+	}{
+		{"turn of a cold session", func(t *testing.T, ctx context.Context, st *storetest.Failing, sid string) (*lifecycle.Manager, *opencode.Input) {
+			m := newManager(st)
+			t.Cleanup(m.Close)
+			if _, err := admit(ctx, m, sid, "first", opencode.Steer); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.WaitIdle(ctx, sid); err != nil {
+				t.Fatal(err)
+			}
+			checkFor(t, 10*time.Second, "the idle runner to be evicted", func() bool { return !m.Resident(sid) })
+			st.FailReads(3)
+			in, err := admit(ctx, m, sid, "after a cold start", opencode.Queue)
+			if err != nil {
+				t.Fatalf("the admission (its commit works): %v", err)
+			}
+			return m, in
+		}},
+		{"recovery at start", func(t *testing.T, ctx context.Context, st *storetest.Failing, sid string) (*lifecycle.Manager, *opencode.Input) {
+			slow := lifecycle.New(lifecycle.Config{Store: st.Store, Bus: eventbus.New(), Provider: scripted.New(scripted.Config{Chunks: 200, Delay: 20 * time.Millisecond}),
+				ProviderID: scripted.ProviderID, ModelID: scripted.ModelID})
+			if _, err := admit(ctx, slow, sid, "cut off by the shutdown", opencode.Steer); err != nil {
+				t.Fatal(err)
+			}
+			in, err := admit(ctx, slow, sid, "queued behind it", opencode.Queue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slow.Close()
+			st.FailReads(3)
+			m := newManager(st)
+			t.Cleanup(m.Close)
+			if err := m.Resume(ctx); err != nil {
+				t.Fatalf("start with a failing history read: %v", err)
+			}
+			return m, in
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			st := &storetest.Failing{Store: memory.New()}
+			sid := identifier.NewSession()
+			setup := newManager(st.Store)
+			if _, _, err := setup.CreateSession(ctx, opencode.SessionOptions{ID: sid}); err != nil {
+				t.Fatal(err)
+			}
+			setup.Close()
+			_, in := c.run(t, ctx, st, sid)
+			// No request: read the store itself (a read through the
+			// manager would be a request, and take a failing read).
+			checkFor(t, 15*time.Second, "the pending input to be answered", func() bool {
+				msgs, err := st.Store.ListMessages(ctx, sid)
+				for _, mp := range msgs {
+					if err == nil && mp.Info.Role == opencode.Assistant && mp.Info.ParentID == in.ID && mp.Info.Time.Completed != nil {
+						return true
+					}
+				}
+				return false
+			})
+		})
 	}
 }

@@ -118,6 +118,7 @@ type Manager struct {
 	// failed are the sessions stopped after a failed write, retried in
 	// the background (see storeFailure).
 	failed map[string]*storeFailure
+	pace   failPace
 	// loading are the sessions whose runner is being started: a second
 	// request waits for the first instead of loading (and, in a cluster,
 	// claiming under a newer epoch, which fences the first) again.
@@ -170,7 +171,8 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{}, loading: map[string]chan struct{}{}, cl: cfg.Cluster,
+		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{},
+		pace: failPace{failRetryFirst, failRetryMax, failTryEvery}, loading: map[string]chan struct{}{}, cl: cfg.Cluster,
 		remotePerms: map[string]opencode.PermissionRequest{}, remoteQuestions: map[string]opencode.QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 	if m.cl != nil {
@@ -219,9 +221,15 @@ func (m *Manager) Resume(ctx context.Context) error {
 // open and picks up pending work.
 func (m *Manager) resume(ctx context.Context, id string) error {
 	if _, err := m.runner(ctx, id); err != nil {
-		return err
+		if !storeDown(err) {
+			return err
+		}
+		// Its reads failed (a deadline just after a start): retried in
+		// the background as a failed commit is, not left for a request.
+		m.storeFailed(id, 0, err)
+		return nil
 	}
-	if m.failedErr(id) != nil {
+	if _, _, _, failing := m.StoreRetry(id); failing {
 		// Stopped after failed writes: its runner, just started, clears
 		// that once it has read the store, or it is retried in the
 		// background (and logged there); nothing to say here.
@@ -229,12 +237,16 @@ func (m *Manager) resume(ctx context.Context, id string) error {
 	}
 	// A session flagged open with nothing left to do (an older store,
 	// or a turn whose end was its last commit) is cleared.
-	return m.do(ctx, id, func(r *runner) {
+	err := m.do(ctx, id, func(r *runner) {
 		if r.turn == nil && len(r.pending) == 0 {
 			closed := false
 			r.outbox().batch.Open = &closed
 		}
 	})
+	if _, _, _, failing := m.StoreRetry(id); failing && storeDown(err) {
+		return nil // as above: the failure that stopped it is retried
+	}
+	return err
 }
 
 // Drain waits until no turn runs, or ctx ends (the shutdown grace period).

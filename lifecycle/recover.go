@@ -6,12 +6,14 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 
 	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
+	"github.com/opencode-server/opencode-server/store"
 )
 
 // state is what a runner loads when it starts.
@@ -91,7 +93,14 @@ func (r *runner) start() {
 	for _, mp := range msgs {
 		r.remember(mp)
 	}
-	if recovered || interruptedByServer(msgs) || r.m.unanswered(msgs) {
+	unanswered, err := r.m.unanswered(msgs)
+	if err != nil {
+		// Whether the last turn was cut off cannot be read: retried in
+		// the background, not guessed.
+		r.failure = err
+		return
+	}
+	if recovered || interruptedByServer(msgs) || unanswered {
 		r.resume = cutOff(msgs)
 	}
 	r.maybeStart()
@@ -176,16 +185,24 @@ func interruptedByServer(msgs []opencode.MessageWithParts) bool {
 // unanswered reports whether the last message is a user message whose turn
 // never got an assistant message: a crash between its delivery and the first
 // model call.
-func (m *Manager) unanswered(msgs []opencode.MessageWithParts) bool {
+func (m *Manager) unanswered(msgs []opencode.MessageWithParts) (bool, error) {
 	if len(msgs) == 0 {
-		return false
+		return false, nil
 	}
 	last := msgs[len(msgs)-1].Info
 	if last.Role != opencode.User {
-		return false
+		return false, nil
 	}
-	in, err := m.store.InputStatus(context.Background(), last.ID)
-	return err == nil && in.State == opencode.InputDelivered && !in.NoReply && in.Answer == ""
+	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.StoreTimeout)
+	defer cancel()
+	in, err := m.store.InputStatus(ctx, last.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil // a user message no input made (a replayed history)
+	}
+	if err != nil {
+		return false, err
+	}
+	return in.State == opencode.InputDelivered && !in.NoReply && in.Answer == "", nil
 }
 
 // interruptedPrefix starts the abort message of turns the server cut off.

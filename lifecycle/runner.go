@@ -45,6 +45,11 @@ type runner struct {
 	lazy bool
 	// failure is a commit that failed: the runner stops (fail).
 	failure error
+	// stalled is a read that failed (the history a turn needs): the
+	// runner stops once the command it came in is answered, and is
+	// retried in the background as after a failed commit, so pending
+	// input is not left for the next request.
+	stalled error
 	// firstSnap is the project's files when the session's first step
 	// started: session.diff is measured from it.
 	firstSnap string
@@ -202,6 +207,9 @@ const streamBurst = 64
 func (r *runner) loop() {
 	defer r.m.wg.Done()
 	r.start()
+	if r.failure == nil {
+		r.failure = r.stalled
+	}
 	if r.failure != nil {
 		r.fail()
 		return
@@ -251,6 +259,12 @@ func (r *runner) loop() {
 		}
 		if done != nil {
 			close(done)
+		}
+		if r.stalled != nil {
+			// What the command did is stored; its caller has its answer.
+			r.failure = r.stalled
+			r.fail()
+			return
 		}
 		if r.deleted {
 			r.shutdown(opencode.SessionNotFound(r.id))

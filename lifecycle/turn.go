@@ -40,9 +40,9 @@ func (r *runner) maybeStart() {
 		return
 	}
 	if err := r.ensureHistory(); err != nil {
-		// The store cannot be read: the input stays pending for the next
-		// command (or a restart) to try again.
-		r.m.log.Error("read history failed", "session", r.id, "err", err)
+		// The store cannot be read: the input stays pending, and the
+		// runner stops to be retried in the background (see stalled).
+		r.stalled = err
 		return
 	}
 	ctx, cancel := context.WithCancel(r.m.ctx)

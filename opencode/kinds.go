@@ -1,6 +1,9 @@
 package opencode
 
-import "net/http"
+import (
+	"log/slog"
+	"net/http"
+)
 
 // Kind is how one error code goes out on every protocol. Kinds is the one
 // table the front doors map the core's errors by (as wtf keeps one codes
@@ -51,4 +54,15 @@ func KindOf(code Code) Kind {
 		return k
 	}
 	return Kinds[EInternal]
+}
+
+// Level is the level a front door logs a failed request of this kind at:
+// an outage the server expects and tells the client to retry (503
+// unavailable, 429 too many) at WARN, so that the internal errors (500)
+// stand out at ERROR.
+func (k Kind) Level() slog.Level {
+	if k.HTTP == http.StatusServiceUnavailable || k.HTTP == http.StatusTooManyRequests {
+		return slog.LevelWarn
+	}
+	return slog.LevelError
 }

@@ -55,7 +55,7 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 		w.Header().Set("Retry-After", strconv.Itoa(max(oe.RetryAfter, 1)))
 	}
 	if k.HTTP >= 500 {
-		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		log.Log(r.Context(), k.Level(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		if oe.Code == opencode.EInternal || msg == "" {
 			msg = "Unexpected server error. Check server logs for details."
 		}

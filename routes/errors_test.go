@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -98,5 +99,47 @@ func TestErrorShapes(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestErrorLogLevels: a failed request is logged at the level its kind
+// says (opencode.Kind.Level): an outage the client is told to retry (a
+// 503, a store that cannot be reached or is full) at WARN, an internal
+// error at ERROR, so expected outages do not drown the real ones.
+func TestErrorLogLevels(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want string // the level logged, "" none
+	}{
+		{"unavailable", &opencode.Error{Code: opencode.EUnavailable, Message: "retry"}, "WARN"},
+		{"retry after", &opencode.Error{Code: opencode.EUnavailable, Message: "retried in 7 s", RetryAfter: 7}, "WARN"},
+		{"disk full", fmt.Errorf("commit: %w", syscall.ENOSPC), "WARN"},
+		{"refused", fmt.Errorf("get session: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), "WARN"},
+		{"internal", errors.New("a bug"), "ERROR"},
+		{"internal code", &opencode.Error{Code: opencode.EInternal, Message: "broken"}, "ERROR"},
+		{"not found", opencode.SessionNotFound("ses_x"), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var logs strings.Builder
+			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			h := routes.New(routes.Config{Manager: failingCore{err: c.err}, Directory: t.TempDir(), Logger: log})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/session/ses_x", nil))
+			var got []string
+			for line := range strings.Lines(logs.String()) {
+				if strings.Contains(line, "request failed") {
+					_, rest, _ := strings.Cut(line, "level=")
+					level, _, _ := strings.Cut(rest, " ")
+					got = append(got, level)
+				}
+			}
+			switch {
+			case c.want == "" && len(got) > 0:
+				t.Errorf("status %d logged at %v, want not logged", rec.Code, got)
+			case c.want != "" && (len(got) != 1 || got[0] != c.want):
+				t.Errorf("status %d logged at %v, want once at %s\n%s", rec.Code, got, c.want, logs.String())
+			}
+		})
 	}
 }

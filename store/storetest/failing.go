@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/store"
 )
 
@@ -22,6 +23,32 @@ type Failing struct {
 	hits   int
 	down   bool
 	silent bool
+	// reads is how many more history reads fail (FailReads).
+	reads int
+}
+
+// ErrReadTimeout is what a history read FailReads armed returns: the
+// store did not answer in time.
+var ErrReadTimeout = fmt.Errorf("storetest: the history read timed out: %w", context.DeadlineExceeded)
+
+// FailReads makes the next n history reads (ListMessages) fail with
+// ErrReadTimeout, as a database that is slow just after a start.
+func (f *Failing) FailReads(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads = n
+}
+
+// ListMessages implements store.Store.
+func (f *Failing) ListMessages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error) {
+	f.mu.Lock()
+	if f.reads > 0 {
+		f.reads--
+		f.mu.Unlock()
+		return nil, ErrReadTimeout
+	}
+	f.mu.Unlock()
+	return f.Store.ListMessages(ctx, sessionID)
 }
 
 // SetSilent makes every commit wait for its context to end, as a
