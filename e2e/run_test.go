@@ -208,9 +208,9 @@ func TestOneServerPerData(t *testing.T) {
 	}
 }
 
-// TestRunAttachBehindAllowedHost: behind a reverse proxy that passes the
-// client's Host on (as nginx's `proxy_set_header Host $http_host`), the
-// server refuses the proxy's name until --allowed-host names it; then
+// TestRunAttachBehindAllowedHost: behind a reverse proxy that sends its
+// public name as the Host (nginx's `proxy_set_header Host $host`), the
+// server refuses that name until --allowed-host names it; then
 // `opencode run --attach` through the proxy, with a password, streams the
 // reply as it does on loopback.
 func TestRunAttachBehindAllowedHost(t *testing.T) {
@@ -219,18 +219,18 @@ func TestRunAttachBehindAllowedHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const publicName = "opencode.example.test"
 	var target atomic.Pointer[url.URL]
 	proxy := &http.Server{Handler: &httputil.ReverseProxy{
 		FlushInterval: -1,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target.Load())
-			pr.Out.Host = pr.In.Host
+			pr.Out.Host = publicName
 		},
 	}}
 	go func() { _ = proxy.Serve(ln) }()
 	t.Cleanup(func() { _ = proxy.Close() })
 	proxyURL := "http://" + ln.Addr().String()
-	// A loopback address on another port is another program's origin.
 	proxied := func(srv *server, password string) int {
 		u, _ := url.Parse(srv.URL)
 		target.Store(u)
@@ -247,14 +247,14 @@ func TestRunAttachBehindAllowedHost(t *testing.T) {
 	const password = "secret"
 	plain := startServer(t, serverOptions{password: password})
 	if code := proxied(plain, password); code != http.StatusForbidden {
-		t.Fatalf("GET /session through a proxy named %s without --allowed-host: %d, want 403", ln.Addr(), code)
+		t.Fatalf("GET /session through a proxy named %s without --allowed-host: %d, want 403", publicName, code)
 	}
 	if err := plain.stop(); err != nil {
 		t.Fatal(err)
 	}
 
 	reply := "E2E-PROXY-" + randomTag()
-	srv := startServer(t, serverOptions{reply: reply, password: password, extra: []string{"--allowed-host", ln.Addr().String()}})
+	srv := startServer(t, serverOptions{reply: reply, password: password, extra: []string{"--allowed-host", publicName}})
 	if code := proxied(srv, password); code != http.StatusOK {
 		t.Fatalf("GET /session through the allowed proxy: %d, want 200", code)
 	}

@@ -3,7 +3,6 @@ package routes
 import (
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -14,9 +13,8 @@ import (
 const AnyHost = "*"
 
 // checkHost answers only requests addressed to this server by a name of
-// its own: a loopback name or address with the port it listens on, the
-// address the client connected to, or a name the operator allowed
-// (--allowed-host). A web page whose name an attacker re-points at
+// its own: a loopback name or address, the address the client connected
+// to, or a name the operator allowed (--allowed-host). A web page whose name an attacker re-points at
 // 127.0.0.1 (DNS rebinding) is same-origin to the browser, so its requests
 // carry no Origin for the CORS check to refuse; the Host it sends is
 // still its own name, and that is what is refused here, before any
@@ -44,11 +42,12 @@ func localAddr(r *http.Request) *net.TCPAddr {
 }
 
 // allowedHost reports whether hostport (a Host header, or an Origin's
-// host) names this server. A loopback name or IP, or the IP the client
-// connected to, must carry the listening port (a loopback name on another
-// port is another local program's origin); an allowed name matches with
-// any port unless it was given with one. An IP literal cannot be rebound,
-// and the connection's own IP is this machine's: both are safe to answer.
+// host) names this server: a loopback name or IP, the IP the client
+// connected to, or an allowed name (with any port unless it was given
+// with one). A loopback name or an IP literal cannot be rebound to this
+// machine by someone else's DNS, so its port is not checked: a tunnel
+// (`ssh -L 8080:localhost:4096`) or a TCP proxy on another local port
+// passes the client's Host on, and must still be served.
 // forOrigin: '*' does not make every web page's origin ours.
 func (s *Server) allowedHost(hostport string, local *net.TCPAddr, forOrigin bool) bool {
 	host, port, err := net.SplitHostPort(hostport)
@@ -74,19 +73,9 @@ func (s *Server) allowedHost(hostport string, local *net.TCPAddr, forOrigin bool
 			return true
 		}
 	}
-	own := isLoopbackHost(host)
-	if !own && local != nil {
-		ip := net.ParseIP(host)
-		own = ip != nil && ip.Equal(local.IP)
+	if isLoopbackHost(host) {
+		return true
 	}
-	if !own {
-		return false
-	}
-	if local == nil {
-		return true // no listener to compare the port with (handler tests)
-	}
-	if port == "" {
-		port = "80" // http's default: a browser leaves it out
-	}
-	return port == strconv.Itoa(local.Port)
+	ip := net.ParseIP(host)
+	return ip != nil && local != nil && ip.Equal(local.IP)
 }

@@ -81,7 +81,7 @@ func (e *env) hostDial(host, origin, id string, hdr map[string]string) int {
 // same-origin to the browser, so its requests carry no Origin (or its own
 // name as Origin and Host); the server must refuse them by their Host,
 // before any handler: file reads, the session list, the terminals and
-// their websockets. Loopback names and addresses on the listening port,
+// their websockets. Loopback names and addresses (on any port: tunnels),
 // and the names of --allowed-host, are served.
 func TestHostCheck(t *testing.T) {
 	for _, password := range []string{"", "s3cret"} {
@@ -102,7 +102,6 @@ func TestHostCheck(t *testing.T) {
 			for _, host := range []string{
 				"evil.example:" + port, "evil.example", "EVIL.example:" + port,
 				"127.0.0.1.evil.example:" + port, "localhost.evil.example:" + port,
-				"127.0.0.1:1", "localhost:1", "[::1]:1", "127.0.0.1", // a loopback name on another port is another program's origin
 				"oc.example.com.evil.example", "proxy.example:9999", "proxy.example",
 				"10.1.2.3:" + port, // an address this connection was not made to
 			} {
@@ -125,6 +124,9 @@ func TestHostCheck(t *testing.T) {
 				"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST:" + port, "localhost.:" + port,
 				"127.0.0.2:" + port, "[::1]:" + port, "app.localhost:" + port,
 				"oc.example.com", "oc.example.com:1234", "OC.example.com", "proxy.example:8443",
+				// A tunnel or TCP proxy on another local port passes its
+				// own loopback Host on (ssh -L 8080:localhost:4096).
+				"127.0.0.1:1", "localhost:8080", "[::1]:1", "127.0.0.1",
 			} {
 				for _, path := range paths[:5] {
 					if code, body := e.hostGet(host, path, auth); code != http.StatusOK {
