@@ -125,7 +125,7 @@ func TestErrorLogLevels(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			h := routes.New(routes.Config{Manager: failingCore{err: c.err}, Directory: t.TempDir(), Logger: log})
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/session/ses_x", nil))
+			h.ServeHTTP(rec, loopbackRequest(http.MethodGet, "/session/ses_x", nil))
 			var got []string
 			for line := range strings.Lines(logs.String()) {
 				if strings.Contains(line, "request failed") {
