@@ -259,9 +259,9 @@ func (x *externals) why(e *extProc, err error) error {
 func (x *externals) serve(ctx context.Context, e *extProc, method string, params json.RawMessage) (any, error) {
 	switch method {
 	case acpclient.MethodReadTextFile:
-		var req acpclient.ReadTextFileRequest
-		if err := json.Unmarshal(params, &req); err != nil {
-			return nil, &acpclient.RPCError{Code: acpclient.CodeInvalidParams, Message: err.Error()}
+		req, err := decodeParams[acpclient.ReadTextFileRequest](params)
+		if err != nil {
+			return nil, err
 		}
 		line, limit := 0, 0
 		if req.Line != nil {
@@ -276,18 +276,18 @@ func (x *externals) serve(ctx context.Context, e *extProc, method string, params
 		}
 		return acpclient.ReadTextFileResponse{Content: text}, nil
 	case acpclient.MethodWriteTextFile:
-		var req acpclient.WriteTextFileRequest
-		if err := json.Unmarshal(params, &req); err != nil {
-			return nil, &acpclient.RPCError{Code: acpclient.CodeInvalidParams, Message: err.Error()}
+		req, err := decodeParams[acpclient.WriteTextFileRequest](params)
+		if err != nil {
+			return nil, err
 		}
 		if err := tool.WriteTextFile(e.dir, req.Path, req.Content); err != nil {
 			return nil, err
 		}
 		return struct{}{}, nil
 	case acpclient.MethodRequestPermission:
-		var req acpclient.RequestPermissionRequest
-		if err := json.Unmarshal(params, &req); err != nil {
-			return nil, &acpclient.RPCError{Code: acpclient.CodeInvalidParams, Message: err.Error()}
+		req, err := decodeParams[acpclient.RequestPermissionRequest](params)
+		if err != nil {
+			return nil, err
 		}
 		s := e.getSink()
 		if s == nil {
@@ -297,6 +297,15 @@ func (x *externals) serve(ctx context.Context, e *extProc, method string, params
 		return s.permission(ctx, req), nil
 	}
 	return nil, &acpclient.RPCError{Code: acpclient.CodeMethodNotFound, Message: "method not found: " + method}
+}
+
+// decodeParams reads a request's params; bad ones are the agent's invalid params.
+func decodeParams[T any](params json.RawMessage) (T, error) {
+	var v T
+	if err := json.Unmarshal(params, &v); err != nil {
+		return v, &acpclient.RPCError{Code: acpclient.CodeInvalidParams, Message: err.Error()}
+	}
+	return v, nil
 }
 
 // release gives the process back after a turn; it is stopped after it

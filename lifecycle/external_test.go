@@ -295,3 +295,40 @@ func TestExternalAgentAbort(t *testing.T) {
 		t.Fatalf("prompt after the abort: %+v %q", got.Info.Error, got.text())
 	}
 }
+
+// TestExternalAgentWontStart: an agent whose command cannot run, or that
+// fails initialize, ends the turn at once with an error naming the agent;
+// the session stays usable.
+func TestExternalAgentWontStart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		acp  config.ACPConfig
+		says string
+	}{
+		{"missing command", config.ACPConfig{Command: "opencode-server-no-such-agent"}, "could not start"},
+		// The test binary without the stub's variable runs no test and
+		// exits: initialize gets no answer.
+		{"initialize fails", config.ACPConfig{Command: os.Args[0], Args: []string{"-test.run=^$"}}, "initialize failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			acp := tc.acp
+			srv := testserver.Start(t, testserver.Options{Config: &config.File{Agent: map[string]config.AgentConfig{
+				"stub": {ACP: &acp}}}})
+			c := newClient(t, srv)
+			sid := c.newSession()
+			for range 2 { // and again: the next prompt tries anew
+				last := c.externalPrompt(sid, "hello")
+				if last.Info.Error == nil {
+					t.Fatalf("the turn did not fail: %q", last.text())
+				}
+				msg, _ := last.Info.Error.Data["message"].(string)
+				if !strings.Contains(msg, "external agent stub") || !strings.Contains(msg, tc.says) {
+					t.Fatalf("turn error %+v, want one naming the agent and saying %q", last.Info.Error, tc.says)
+				}
+			}
+			if pid := srv.Manager.ExternalPID(sid); pid != 0 {
+				t.Errorf("a failed agent %d is still registered", pid)
+			}
+		})
+	}
+}
