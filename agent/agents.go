@@ -2,6 +2,8 @@ package agent
 
 import (
 	"encoding/json"
+
+	"github.com/opencode-server/opencode-server/config"
 	"regexp"
 	"sort"
 	"strings"
@@ -32,6 +34,9 @@ type Agent struct {
 	// Rules apply after the server's defaults and before the config's and
 	// the session's own.
 	Rules []Rule
+	// ACP, when set, makes it an external agent: that process produces its
+	// turns, not our model loop.
+	ACP *config.ACPConfig
 }
 
 // Builtin are OpenCode 1.18.33's four visible agents with the permissions

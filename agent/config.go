@@ -36,6 +36,15 @@ func Resolve(cfg map[string]config.AgentConfig, dirs []string) ([]Agent, error) 
 			a.Rules = slices.Clone(a.Rules)
 		} else {
 			a = Agent{Name: name, Mode: "all"}
+			if c.ACP != nil {
+				a.Mode = "primary" // an external agent is one to talk to
+			}
+		}
+		if c.ACP != nil {
+			if c.ACP.Command == "" {
+				return fmt.Errorf("agent %s: acp.command is required", name)
+			}
+			a.ACP = c.ACP
 		}
 		if c.Description != "" {
 			a.Description = c.Description

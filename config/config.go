@@ -69,6 +69,17 @@ type AgentConfig struct {
 	Permission  json.RawMessage `json:"permission,omitempty"`
 	Disable     bool            `json:"disable,omitempty"`
 	Steps       int             `json:"steps,omitempty"`
+	// ACP makes the agent an external one: a process spoken to over the
+	// Agent Client Protocol produces its turns (OpenCode's AgentConfig
+	// takes extra keys, so the file still loads there).
+	ACP *ACPConfig `json:"acp,omitempty"`
+}
+
+// ACPConfig is agent.<name>.acp: how to start an external ACP agent.
+type ACPConfig struct {
+	Command string            `json:"command"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
 }
 
 // CommandConfig is command.<name>: a prompt template run by /name.

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/opencode-server/opencode-server/internal/acpstub"
 	"github.com/opencode-server/opencode-server/internal/pgtest"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -27,6 +28,7 @@ type opencodeEvent = opencode.Event
 
 func TestMain(m *testing.M) {
 	mcpstub.MaybeServe()   // the test binary doubles as a stdio MCP server
+	acpstub.MaybeServe()   // and as an external ACP agent
 	code := pgtest.Main(m) // a PostgreSQL for the randomized test's postgres runs
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -98,6 +98,11 @@ type Config struct {
 	// the store (see cluster.go); it is the store's cluster side.
 	Cluster store.Cluster
 	Logger  *slog.Logger
+	// ExternalIdle is how long an external agent's process stays after
+	// its session's last turn (10 minutes when zero); MaxExternal bounds
+	// how many run at once (16 when zero).
+	ExternalIdle time.Duration
+	MaxExternal  int
 }
 
 // Manager owns the runners.
@@ -141,6 +146,8 @@ type Manager struct {
 	// relMu guards relTimer, the pending memory release (see releaseMemory).
 	relMu    sync.Mutex
 	relTimer *time.Timer
+	// ext are the external agents' processes.
+	ext externals
 }
 
 // errEvicted is why a runner that went idle stopped; callers retry.
@@ -169,12 +176,19 @@ func New(cfg Config) *Manager {
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 5 * time.Minute
 	}
+	if cfg.ExternalIdle <= 0 {
+		cfg.ExternalIdle = defaultExternalIdle
+	}
+	if cfg.MaxExternal <= 0 {
+		cfg.MaxExternal = defaultMaxExternal
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{},
 		pace: failPace{failRetryFirst, failRetryMax, failTryEvery}, loading: map[string]chan struct{}{}, cl: cfg.Cluster,
 		remotePerms: map[string]opencode.PermissionRequest{}, remoteQuestions: map[string]opencode.QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
+	m.ext = externals{m: m, procs: map[string]*extProc{}}
 	if m.cl != nil {
 		m.cl.Attach(store.Hooks{Deliver: m.relay, Lost: m.lost, Reset: m.bus.Reset, Mark: m.mark})
 	}
@@ -277,6 +291,9 @@ func (m *Manager) Close() {
 	m.closed = true
 	m.mu.Unlock()
 	m.cancel()
+	// No external agent outlives the server; a prompt waiting on one
+	// returns once its process is gone.
+	m.ext.closeAll()
 	m.wg.Wait()
 	if m.cl != nil {
 		// Others take this instance's sessions over at once.

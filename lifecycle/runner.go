@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -28,6 +29,8 @@ type streamMsg struct {
 	ask   *askReq
 	// progress is a running tool's latest metadata.
 	progress *toolProgress
+	// ext is an external agent's news (see external.go).
+	ext *extMsg
 }
 
 // runner is one session's owner. Every field below is touched only by the
@@ -146,6 +149,9 @@ type turn struct {
 	// clientTools are the client tools its inputs brought, offered in
 	// every model call of the turn (see clienttool.go).
 	clientTools []opencode.ClientTool
+	// extNext is the external agent's next message ID when its messageId
+	// changed: the step ending opens that message (see extMessage).
+	extNext *string
 }
 
 type step struct {
@@ -177,6 +183,11 @@ type step struct {
 	// blocked: the user rejected a call (or dismissed a question) without
 	// a word; the turn ends with the step.
 	blocked bool
+	// ext: an external agent's message, not a model call; extID is the
+	// agent's ID of it and extMeta the parts' metadata that keeps it.
+	ext     bool
+	extID   string
+	extMeta json.RawMessage
 }
 
 func newRunner(m *Manager, st *state) *runner {

@@ -59,6 +59,8 @@ func (r *runner) delete() error {
 	if historySize(r.history) >= bigContent {
 		r.m.releaseMemory()
 	}
+	// Its external agent goes with it (off the loop: killing waits).
+	r.m.wg.Go(func() { r.m.ext.stop(r.id) })
 	// The loop stops once this command has answered.
 	r.deleted = true
 	return nil

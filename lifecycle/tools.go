@@ -25,6 +25,8 @@ type toolRun struct {
 	failed    bool
 	// client: a client tool's call, waiting for ToolResult (no goroutine).
 	client bool
+	// title is an external agent's title of the call.
+	title string
 }
 
 // toolProgress is a running tool's metadata reported from its goroutine.
@@ -98,27 +100,7 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 	if c.started {
 		return
 	}
-	c.started = true
-	input := tc.Arguments
-	if !json.Valid(input) || len(input) == 0 {
-		input = json.RawMessage("{}")
-	}
-	c.input = input
-	now := r.m.now()
-	p := st.parts[c.part]
-	p.State = &opencode.ToolState{Status: "running", Input: input, Time: &opencode.ToolTime{Start: now}}
-	if len(tc.Metadata) > 0 {
-		// The provider's own data for the call, sent back with it later.
-		p.Metadata = tc.Metadata
-	}
-	st.parts[c.part] = p
-	t := r.outbox()
-	t.part(p, now)
-	// The arguments as the model sent them, then the call itself, as
-	// OpenCode logs them (input.ended carries the raw text).
-	t.durable(opencode.ToolInputEnded{StepHeader: r.stepHeader(now, st.msg.ID), CallID: c.callID, Text: string(tc.Arguments)})
-	t.durable(opencode.ToolCalled{StepHeader: r.stepHeader(now, st.msg.ID), CallID: c.callID, Tool: c.name, Input: input,
-		Provider: opencode.ToolProvider})
+	r.markRunning(st, c, tc, "")
 
 	impl := lookupTool(r.m.cfg.Tools, c.name)
 	if impl == nil && r.m.cfg.MoreTools != nil {
@@ -149,6 +131,32 @@ func (r *runner) toolCall(st *step, tc *provider.ToolCall) {
 			Ask: r.askFunc(n, callID), Subtask: subtask})
 		r.post(streamMsg{step: n, tool: &toolResult{callID: c.callID, res: res, err: err}})
 	}()
+}
+
+// markRunning puts a call's part in state running with the call's
+// arguments (and title, if any), logged as OpenCode logs a call.
+func (r *runner) markRunning(st *step, c *toolRun, tc *provider.ToolCall, title string) {
+	c.started = true
+	input := tc.Arguments
+	if !json.Valid(input) || len(input) == 0 {
+		input = json.RawMessage("{}")
+	}
+	c.input = input
+	now := r.m.now()
+	p := st.parts[c.part]
+	p.State = &opencode.ToolState{Status: "running", Input: input, Title: title, Time: &opencode.ToolTime{Start: now}}
+	if len(tc.Metadata) > 0 {
+		// The provider's own data for the call, sent back with it later.
+		p.Metadata = tc.Metadata
+	}
+	st.parts[c.part] = p
+	t := r.outbox()
+	t.part(p, now)
+	// The arguments as the model sent them, then the call itself, as
+	// OpenCode logs them (input.ended carries the raw text).
+	t.durable(opencode.ToolInputEnded{StepHeader: r.stepHeader(now, st.msg.ID), CallID: c.callID, Text: string(tc.Arguments)})
+	t.durable(opencode.ToolCalled{StepHeader: r.stepHeader(now, st.msg.ID), CallID: c.callID, Tool: c.name, Input: input,
+		Provider: opencode.ToolProvider})
 }
 
 func lookupTool(tools []tool.Tool, name string) tool.Tool {

@@ -216,8 +216,12 @@ func (r *runner) deliver(batch []*opencode.Input, first bool) bool {
 // startStep opens one model call: a new assistant message whose ID is minted
 // here, once, and a step-start part carrying it.
 func (r *runner) startStep() {
-	now := r.m.now()
 	tu := r.turn
+	if a, ok := r.external(tu); ok {
+		r.startExternal(a)
+		return
+	}
+	now := r.m.now()
 	r.steps++
 	st := &step{n: r.steps}
 	agent := tu.agent
@@ -318,6 +322,10 @@ func (r *runner) onStream(msg streamMsg) {
 	}
 	if msg.title != nil {
 		r.applyTitle(*msg.title)
+		return
+	}
+	if msg.ext != nil {
+		r.onExternal(msg.ext)
 		return
 	}
 	if r.turn == nil || r.turn.step == nil || r.turn.step.n != msg.step {
@@ -627,6 +635,10 @@ func (r *runner) endStep(err error) {
 	r.remember(opencode.MessageWithParts{Info: st.msg, Parts: st.parts})
 	tu.last = &opencode.MessageWithParts{Info: st.msg, Parts: st.parts}
 	tu.step = nil
+	if st.ext {
+		r.extContinue(tu)
+		return
+	}
 
 	// The boundary between model calls: steers admitted meanwhile join the
 	// turn here. Checking the inbox now, on the runner that owns it, is what

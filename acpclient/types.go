@@ -1,0 +1,227 @@
+package acpclient
+
+import "encoding/json"
+
+// ProtocolVersion is the ACP version this client speaks.
+const ProtocolVersion = 1
+
+// Method names.
+const (
+	MethodInitialize        = "initialize"
+	MethodSessionNew        = "session/new"
+	MethodSessionPrompt     = "session/prompt"
+	MethodSessionCancel     = "session/cancel"
+	MethodSessionUpdate     = "session/update"
+	MethodRequestPermission = "session/request_permission"
+	MethodReadTextFile      = "fs/read_text_file"
+	MethodWriteTextFile     = "fs/write_text_file"
+)
+
+// InitializeRequest is initialize's params.
+type InitializeRequest struct {
+	ProtocolVersion    int                `json:"protocolVersion"`
+	ClientCapabilities ClientCapabilities `json:"clientCapabilities"`
+	ClientInfo         *Implementation    `json:"clientInfo,omitempty"`
+}
+
+// ClientCapabilities are what this client serves to the agent.
+type ClientCapabilities struct {
+	FS       FSCapabilities `json:"fs"`
+	Terminal bool           `json:"terminal"`
+}
+
+// FSCapabilities: fs/read_text_file and fs/write_text_file.
+type FSCapabilities struct {
+	ReadTextFile  bool `json:"readTextFile"`
+	WriteTextFile bool `json:"writeTextFile"`
+}
+
+// Implementation names a client or an agent.
+type Implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// InitializeResponse is initialize's result (what this client reads of it).
+type InitializeResponse struct {
+	ProtocolVersion   int             `json:"protocolVersion"`
+	AgentCapabilities json.RawMessage `json:"agentCapabilities,omitempty"`
+	AgentInfo         *Implementation `json:"agentInfo,omitempty"`
+}
+
+// NewSessionRequest is session/new's params.
+type NewSessionRequest struct {
+	Cwd        string `json:"cwd"`
+	MCPServers []any  `json:"mcpServers"`
+}
+
+// NewSessionResponse is session/new's result.
+type NewSessionResponse struct {
+	SessionID string `json:"sessionId"`
+}
+
+// ContentBlock is a content block (text only is sent in this slice).
+type ContentBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text,omitempty"`
+}
+
+// PromptRequest is session/prompt's params; Meta carries our message ID.
+type PromptRequest struct {
+	SessionID string         `json:"sessionId"`
+	Prompt    []ContentBlock `json:"prompt"`
+	Meta      map[string]any `json:"_meta,omitempty"`
+}
+
+// PromptResponse is session/prompt's result.
+type PromptResponse struct {
+	StopReason    string `json:"stopReason"`
+	UserMessageID string `json:"userMessageId,omitempty"`
+}
+
+// Stop reasons.
+const (
+	StopEndTurn         = "end_turn"
+	StopMaxTokens       = "max_tokens"
+	StopMaxTurnRequests = "max_turn_requests"
+	StopRefusal         = "refusal"
+	StopCancelled       = "cancelled"
+)
+
+// CancelNotification is session/cancel's params.
+type CancelNotification struct {
+	SessionID string `json:"sessionId"`
+}
+
+// SessionNotification is session/update's params.
+type SessionNotification struct {
+	SessionID string        `json:"sessionId"`
+	Update    SessionUpdate `json:"update"`
+}
+
+// SessionUpdate is one update: the fields of its kind (SessionUpdate) are set.
+type SessionUpdate struct {
+	SessionUpdate string `json:"sessionUpdate"`
+	// agent_message_chunk, agent_thought_chunk, user_message_chunk
+	Content   *ContentBlock `json:"-"`
+	MessageID string        `json:"messageId,omitempty"`
+	// tool_call, tool_call_update
+	ToolCall
+	raw json.RawMessage
+}
+
+// Raw is the update as the agent sent it.
+func (u SessionUpdate) Raw() json.RawMessage { return u.raw }
+
+// UnmarshalJSON reads the fields every kind uses; content is a block for
+// chunks and a list for tool calls.
+func (u *SessionUpdate) UnmarshalJSON(b []byte) error {
+	var w struct {
+		SessionUpdate string          `json:"sessionUpdate"`
+		MessageID     string          `json:"messageId"`
+		MessageIDAlt  string          `json:"messageID"`
+		Content       json.RawMessage `json:"content"`
+		ToolCall
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*u = SessionUpdate{SessionUpdate: w.SessionUpdate, MessageID: w.MessageID, ToolCall: w.ToolCall, raw: b}
+	if u.MessageID == "" {
+		u.MessageID = w.MessageIDAlt
+	}
+	u.ToolCall.Content = nil
+	if len(w.Content) > 0 {
+		if w.Content[0] == '[' {
+			_ = json.Unmarshal(w.Content, &u.ToolCall.Content)
+		} else {
+			var c ContentBlock
+			if json.Unmarshal(w.Content, &c) == nil {
+				u.Content = &c
+			}
+		}
+	}
+	return nil
+}
+
+// ToolCall is a tool_call or tool_call_update (every field but the ID
+// optional in an update).
+type ToolCall struct {
+	ToolCallID string            `json:"toolCallId"`
+	Title      string            `json:"title,omitempty"`
+	Kind       string            `json:"kind,omitempty"`
+	Status     string            `json:"status,omitempty"`
+	RawInput   json.RawMessage   `json:"rawInput,omitempty"`
+	RawOutput  json.RawMessage   `json:"rawOutput,omitempty"`
+	Content    []ToolCallContent `json:"content,omitempty"`
+	Locations  []ToolLocation    `json:"locations,omitempty"`
+}
+
+// ToolCallContent is one item of a tool call's content: a content block,
+// a diff or a terminal.
+type ToolCallContent struct {
+	Type    string        `json:"type"`
+	Content *ContentBlock `json:"content,omitempty"`
+	Path    string        `json:"path,omitempty"`
+	OldText *string       `json:"oldText,omitempty"`
+	NewText string        `json:"newText,omitempty"`
+}
+
+// ToolLocation is a file a tool call touches.
+type ToolLocation struct {
+	Path string `json:"path"`
+	Line *int   `json:"line,omitempty"`
+}
+
+// Tool call statuses.
+const (
+	ToolPending    = "pending"
+	ToolInProgress = "in_progress"
+	ToolCompleted  = "completed"
+	ToolFailed     = "failed"
+)
+
+// RequestPermissionRequest is session/request_permission's params.
+type RequestPermissionRequest struct {
+	SessionID string             `json:"sessionId"`
+	ToolCall  ToolCall           `json:"toolCall"`
+	Options   []PermissionOption `json:"options"`
+}
+
+// PermissionOption is one answer the agent offers.
+type PermissionOption struct {
+	OptionID string `json:"optionId"`
+	Name     string `json:"name"`
+	Kind     string `json:"kind"` // allow_once, allow_always, reject_once, reject_always
+}
+
+// RequestPermissionResponse is session/request_permission's result.
+type RequestPermissionResponse struct {
+	Outcome PermissionOutcome `json:"outcome"`
+}
+
+// PermissionOutcome is "selected" with an option, or "cancelled".
+type PermissionOutcome struct {
+	Outcome  string `json:"outcome"`
+	OptionID string `json:"optionId,omitempty"`
+}
+
+// ReadTextFileRequest is fs/read_text_file's params.
+type ReadTextFileRequest struct {
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+	Line      *int   `json:"line,omitempty"`
+	Limit     *int   `json:"limit,omitempty"`
+}
+
+// ReadTextFileResponse is fs/read_text_file's result.
+type ReadTextFileResponse struct {
+	Content string `json:"content"`
+}
+
+// WriteTextFileRequest is fs/write_text_file's params.
+type WriteTextFileRequest struct {
+	SessionID string `json:"sessionId"`
+	Path      string `json:"path"`
+	Content   string `json:"content"`
+}
