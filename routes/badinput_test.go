@@ -1,6 +1,6 @@
 package routes_test
 
-// Bad-input suite: every case of /work/shared/traces/f-bad-input.http.txt
+// Bad-input suite: every case of ../shared/traces/f-bad-input.http.txt
 // replayed against our server (with our better answers where the real
 // server answers 500 or accepts garbage), plus many more hostile inputs.
 // Every case checks the status, the error shape of the route's family

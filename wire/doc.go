@@ -13,7 +13,7 @@
 //   - normalise_test.go: capture -> golden text (and what is dropped as
 //     environment noise, and why);
 //   - record_test.go: TestRecordReference, which starts the real server with
-//     /work/shared/reference/start-opencode-serve.sh and rewrites the goldens
+//     ../shared/reference/start-opencode-serve.sh and rewrites the goldens
 //     (running every scenario twice: the normalised results must agree);
 //   - wire_test.go: TestWireMatchesReference, which runs the same scenarios
 //     against our server (testserver, SQLite, in-process stub) and compares;

@@ -5,7 +5,7 @@ package wire
 //	go test ./wire -run TestRecordReference -wire.record -v -timeout 10m
 //
 // It starts the stub model (this package's script) on 127.0.0.1:186xx and
-// `opencode serve` 1.18.33 with /work/shared/reference/start-opencode-serve.sh
+// `opencode serve` 1.18.33 with ../shared/reference/start-opencode-serve.sh
 // (override with -wire.start) in a scratch WORKDIR on 127.0.0.1:146xx, warms
 // it up with one throw-away prompt (the first prompt of a fresh server loads
 // plugins for ~2 s and a v2 prompt sent before that fails with

@@ -15,7 +15,7 @@ import (
 
 var outDir = flag.String("wire.out", "", "TestWireMatchesReference: also write our normalised and raw captures to this directory")
 
-// stubConfig is the opencode.json of /work/shared/reference with the
+// stubConfig is the opencode.json of ../shared/reference with the
 // stub's base URL, as the real server got it when the goldens were recorded.
 func stubConfig(baseURL string) *config.File {
 	yes := true
