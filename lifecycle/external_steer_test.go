@@ -32,10 +32,16 @@ func startSteered(t *testing.T, srv *testserver.Server, c *client, sid string) {
 	checkFor(t, 20*time.Second, "the agent's first words", func() bool { return live.count("message.part.delta") >= 1 })
 }
 
-// steerV1 sends a v1 steer with our message ID id.
-func (c *client) steerV1(sid, id, text string) {
-	c.t.Helper()
-	c.must("POST", "/session/"+sid+"/prompt_async", v1Body(id, text, "steer"), 204)
+// steeredSession is a session of the stub (env) running its Steered
+// prompt, and steer sent to it as a v1 steer under our message ID id.
+func steeredSession(t *testing.T, env map[string]string, steer string) (srv *testserver.Server, c *client, sid, id string) {
+	t.Helper()
+	srv, c = externalServerEnv(t, "", env)
+	sid = c.newSession()
+	startSteered(t, srv, c, sid)
+	id = identifier.NewMessage()
+	c.must("POST", "/session/"+sid+"/prompt_async", v1Body(id, steer, "steer"), 204)
+	return srv, c, sid, id
 }
 
 // transcript is the session's messages as role:text, in order.
@@ -46,6 +52,20 @@ func (c *client) transcript(sid string) []string {
 		out = append(out, m.Info.Role+":"+m.text())
 	}
 	return out
+}
+
+// settled waits for the session's turns to end, its last message the
+// last of want, and checks its messages are want.
+func (c *client) settled(sid string, want []string) {
+	c.t.Helper()
+	checkFor(c.t, 20*time.Second, "the turns' end", func() bool {
+		ms := c.messages(sid)
+		return len(ms) >= len(want) && ms[len(ms)-1].Info.Time.Completed != nil
+	})
+	c.waitIdle(sid)
+	if got := c.transcript(sid); !slices.Equal(got, want) {
+		c.t.Errorf("messages:\n%q\nwant\n%q", got, want)
+	}
 }
 
 func release(t *testing.T, srv *testserver.Server) {
@@ -100,25 +120,14 @@ func TestExternalAgentSteer(t *testing.T) {
 			[]string{acpstub.Steered, "queued one"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, c := externalServerEnv(t, "", tc.env)
-			sid := c.newSession()
-			startSteered(t, srv, c, sid)
-			id := identifier.NewMessage()
-			c.steerV1(sid, id, tc.steer)
+			srv, c, sid, id := steeredSession(t, tc.env, tc.steer)
 			if tc.release {
 				if got := c.inboxIDs("/api/session/" + sid + "/inbox"); !slices.Equal(got, []string{id}) {
 					t.Fatalf("inbox while the agent's turn runs: %v, want the steer %s held", got, id)
 				}
 				release(t, srv)
 			}
-			checkFor(t, 20*time.Second, "the steer's reply", func() bool {
-				ms := c.messages(sid)
-				return len(ms) >= len(tc.want) && ms[len(ms)-1].Info.Time.Completed != nil
-			})
-			c.waitIdle(sid)
-			if got := c.transcript(sid); !slices.Equal(got, tc.want) {
-				t.Errorf("messages:\n%q\nwant\n%q", got, tc.want)
-			}
+			c.settled(sid, tc.want)
 			ms := c.messages(sid)
 			if last := ms[len(ms)-1]; ms[2].Info.ID != id || last.Info.ParentID != id {
 				t.Errorf("the steer's message %s, its reply parented on %s: want our ID %s", ms[2].Info.ID, last.Info.ParentID, id)
@@ -168,21 +177,10 @@ func TestExternalAgentSteerRevoke(t *testing.T) {
 			[]string{acpstub.Steered}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, c := externalServerEnv(t, "", tc.env)
-			sid := c.newSession()
-			startSteered(t, srv, c, sid)
-			id := identifier.NewMessage()
-			c.steerV1(sid, id, tc.steer)
+			srv, c, sid, id := steeredSession(t, tc.env, tc.steer)
 			c.must("DELETE", "/api/session/"+sid+"/inbox/"+id, nil, tc.status)
 			release(t, srv)
-			checkFor(t, 20*time.Second, "the turn's end", func() bool {
-				ms := c.messages(sid)
-				return len(ms) >= len(tc.want) && ms[len(ms)-1].Info.Time.Completed != nil
-			})
-			c.waitIdle(sid)
-			if got := c.transcript(sid); !slices.Equal(got, tc.want) {
-				t.Errorf("messages:\n%q\nwant\n%q", got, tc.want)
-			}
+			c.settled(sid, tc.want)
 			if got := promptTexts(stubPrompts(t, srv.Directory)); !slices.Equal(got, tc.prompts) {
 				t.Errorf("the agent's prompts %q, want %q", got, tc.prompts)
 			}
@@ -213,12 +211,8 @@ func TestExternalAgentSteerAbort(t *testing.T) {
 		{"sent", steeringStub, acpstub.Hold, []string{"user:" + acpstub.Steered, "assistant:before.", "user:" + acpstub.Hold}, 409},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, c := externalServerEnv(t, "", tc.env)
+			srv, c, sid, id := steeredSession(t, tc.env, tc.steer)
 			t.Cleanup(func() { release(t, srv) }) // a held steer's answer
-			sid := c.newSession()
-			startSteered(t, srv, c, sid)
-			id := identifier.NewMessage()
-			c.steerV1(sid, id, tc.steer)
 			c.must("POST", "/session/"+sid+"/abort", nil, 200)
 			c.waitIdle(sid)
 			checkFor(t, 10*time.Second, "session/cancel at the agent", func() bool {
