@@ -109,6 +109,11 @@ func TestExternalAgentSteer(t *testing.T) {
 		{"injected", steeringStub, "turn left", false,
 			[]string{"user:" + acpstub.Steered, "assistant:before.", "user:turn left", "assistant:after: turn left"},
 			[]string{acpstub.Steered}, []string{"injected"}},
+		// The agent answers injected after its prompt answered: the
+		// turn's end waits for it, and the steer is not run again.
+		{"injected as the turn ends", steeringStub, acpstub.Late, false,
+			[]string{"user:" + acpstub.Steered, "assistant:before.", "user:" + acpstub.Late, "assistant:after: " + acpstub.Late},
+			[]string{acpstub.Steered}, []string{"injected"}},
 		{"prompt required", steeringStub, acpstub.Later, false,
 			// What the agent says once a steer is sent is a new message
 			// (it may be the steer's answer), then the steer's own turn.

@@ -63,6 +63,9 @@ const (
 	// Hold is a steer the stub takes into a waiting Steered prompt at
 	// once but answers (injected) only once ReleaseFile exists.
 	Hold = "hold"
+	// Late is a steer the stub injects but answers only after the prompt
+	// it joined has answered.
+	Late = "late"
 )
 
 // Steer is one recorded `_session/steering`.
@@ -86,7 +89,7 @@ func MaybeServe() {
 	}
 	appendLine(PIDFile, fmt.Sprint(os.Getpid()))
 	a := &stub{cancel: make(chan struct{}, 1), steered: make(chan string, 1), steering: os.Getenv(SteeringEnv) == "1",
-		ready: make(chan struct{})}
+		ready: make(chan struct{}), ended: make(chan struct{}, 1)}
 	a.conn = acpclient.NewConn(os.Stdin, os.Stdout, acpclient.Handlers{
 		Notify: func(method string, _ json.RawMessage) {
 			if method == acpclient.MethodSessionCancel {
@@ -112,6 +115,8 @@ type stub struct {
 	steered  chan string
 	waiting  atomic.Bool
 	steering bool
+	// ended: a prompt has answered (Late waits for it).
+	ended chan struct{}
 	// ready: conn is set (a request may come before NewConn returns).
 	ready chan struct{}
 }
@@ -158,6 +163,12 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		if len(p.Texts) > 0 {
 			first = p.Texts[0]
 		}
+		defer func() {
+			select {
+			case a.ended <- struct{}{}:
+			default:
+			}
+		}()
 		return a.run(ctx, first)
 	}
 	return nil, &acpclient.RPCError{Code: acpclient.CodeMethodNotFound, Message: "no " + method}
@@ -188,6 +199,12 @@ func (a *stub) steer(params json.RawMessage) (any, error) {
 			waitFile(ReleaseFile)
 		}
 		a.steered <- text
+		if text == Late {
+			// The prompt's answer goes out first: the client learns the
+			// turn ended before it learns the steer was taken.
+			<-a.ended
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 	b, _ := json.Marshal(s)
 	appendLine(SteersFile, string(b))
@@ -197,6 +214,10 @@ func (a *stub) steer(params json.RawMessage) (any, error) {
 // waitSteer waits for a steer (its text, or "" for Later), ReleaseFile
 // or a cancel (false).
 func (a *stub) waitSteer(ctx context.Context) (string, bool) {
+	select {
+	case <-a.ended: // an earlier prompt's
+	default:
+	}
 	select {
 	case <-a.steered: // one a cancel left behind
 	default:
