@@ -47,16 +47,7 @@ func TestExternalOpencodeACP(t *testing.T) {
 		"OPENCODE_DISABLE_SHARE":        "1",
 		"OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
 	}}
-	cfg, err := json.Marshal(map[string]any{"agent": map[string]any{"oc": map[string]any{
-		"description": "OpenCode over ACP", "acp": acp}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "opencode.json")
-	if err := os.WriteFile(path, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServer(t, serverOptions{config: path})
+	srv := externalAgentServer(t, "oc", "OpenCode over ACP", acp, "")
 
 	var agents []struct{ Name, Mode string }
 	if err := srv.getJSON("/agent", &agents); err != nil {
@@ -67,15 +58,8 @@ func TestExternalOpencodeACP(t *testing.T) {
 	}
 
 	events := watchEvents(t, srv)
-	status, body, err := srv.post("/session", "{}")
-	if err != nil || status != 200 {
-		t.Fatalf("POST /session: %d %s %v", status, body, err)
-	}
-	var sess sessionInfo
-	if err := json.Unmarshal(body, &sess); err != nil {
-		t.Fatal(err)
-	}
-	status, body, err = srv.post("/session/"+sess.ID+"/prompt_async",
+	sess := newSession(t, srv)
+	status, body, err := srv.post("/session/"+sess.ID+"/prompt_async",
 		`{"agent":"oc","parts":[{"type":"text","text":"say something"}]}`)
 	if err != nil || status != 204 {
 		t.Fatalf("prompt_async: %d %s %v", status, body, err)
@@ -140,6 +124,36 @@ func TestExternalOpencodeACP(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// externalAgentServer is a server (in dir, "" for a new one) whose
+// opencode.json has the external agent name with this acp block.
+func externalAgentServer(t *testing.T, name, description string, acp map[string]any, dir string) *server {
+	t.Helper()
+	cfg, err := json.Marshal(map[string]any{"agent": map[string]any{name: map[string]any{
+		"description": description, "acp": acp}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "opencode.json")
+	if err := os.WriteFile(path, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, serverOptions{config: path, dir: dir})
+}
+
+// newSession creates a session with POST /session.
+func newSession(t *testing.T, srv *server) sessionInfo {
+	t.Helper()
+	status, body, err := srv.post("/session", "{}")
+	if err != nil || status != 200 {
+		t.Fatalf("POST /session: %d %s %v", status, body, err)
+	}
+	var sess sessionInfo
+	if err := json.Unmarshal(body, &sess); err != nil {
+		t.Fatal(err)
+	}
+	return sess
 }
 
 type busEvent struct {

@@ -30,15 +30,9 @@ func (r *runner) external(tu *turn) (agent.Agent, bool) {
 // message, and the prompt sent off the loop.
 func (r *runner) startExternal(a agent.Agent) {
 	tu := r.turn
+	tu.ext = &extTurn{sending: map[string]int64{}}
 	r.extStep("")
-	var blocks []acpclient.ContentBlock
-	for _, in := range tu.inputs {
-		for _, p := range in.Parts {
-			if p.Type == opencode.PartText && p.Text != "" && !p.Ignored {
-				blocks = append(blocks, acpclient.ContentBlock{Type: "text", Text: p.Text})
-			}
-		}
-	}
+	blocks := extBlocks(tu.inputs)
 	if !r.owned() {
 		r.fenced()
 		return
@@ -52,6 +46,7 @@ func (r *runner) startExternal(a agent.Agent) {
 		permission: func(ctx context.Context, req acpclient.RequestPermissionRequest) acpclient.RequestPermissionResponse {
 			return r.extAsk(ctx, tu, post, req)
 		},
+		started: func(e *extProc) { post(&extMsg{started: e}) },
 	}
 	session, dir, parent := r.id, r.sess.Directory, tu.parentID
 	r.m.wg.Add(1)
@@ -117,6 +112,15 @@ func (r *runner) onExternal(e *extMsg) {
 		return
 	}
 	switch {
+	case e.started != nil:
+		tu.ext.proc = e.started
+		r.extSteer()
+	case e.steered != nil:
+		r.extSteered(e.steered)
+	case e.done && len(tu.ext.sending) > 0:
+		// Steers the agent has not answered yet: they may be in this
+		// turn; the end waits for them (extSteered).
+		tu.ext.held = e
 	case e.done:
 		r.extDone(e.stop, e.err)
 	case e.perm != nil:
@@ -177,6 +181,7 @@ func (r *runner) extMessage(mid string) *step {
 func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 	switch u.SessionUpdate {
 	case "agent_message_chunk", "agent_thought_chunk":
+		r.extSplit(u.MessageID)
 		st := r.extMessage(u.MessageID)
 		if u.Content == nil || u.Content.Type != "text" {
 			return
@@ -186,7 +191,10 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 		} else {
 			r.delta(st, &st.reasoning, reasoningStream, u.Content.Text, st.extMeta)
 		}
-	case "tool_call", "tool_call_update":
+	case "tool_call":
+		r.extSplit(u.MessageID)
+		r.extTool(r.turn.step, &u.ToolCall)
+	case "tool_call_update":
 		r.extTool(r.turn.step, &u.ToolCall)
 	}
 }
@@ -361,8 +369,8 @@ func (r *runner) extDone(stop string, err error) {
 }
 
 // extContinue is endStep's end for an external turn: the agent's next
-// message opens, or the turn ends. Steers wait as queued inputs (no
-// steering into an external agent yet): they start the next turn.
+// message opens, or the turn ends. Steers not taken by the agent (see
+// external_steer.go) wait as queued inputs: they start the next turn.
 func (r *runner) extContinue(tu *turn) {
 	if next := tu.extNext; next != nil {
 		tu.extNext = nil

@@ -45,6 +45,10 @@ type extMsg struct {
 	done   bool
 	stop   string
 	err    error
+	// started: the prompt went out on this process; steered: the
+	// agent's answer to a steer (external_steer.go).
+	started *extProc
+	steered *extSteered
 }
 
 // extPerm is the agent's session/request_permission, answered on the runner.
@@ -57,14 +61,18 @@ type extPerm struct {
 type extSink struct {
 	update     func(acpclient.SessionUpdate)
 	permission func(ctx context.Context, req acpclient.RequestPermissionRequest) acpclient.RequestPermissionResponse
+	// started: the prompt goes out on this process (steers may follow it).
+	started func(*extProc)
 }
 
 // extProc is one session's agent process.
 type extProc struct {
 	session, agent, dir string
 	p                   *acpclient.Process
-	// sessionID is the agent's session.
+	// sessionID is the agent's session; steering: it takes
+	// `_session/steering` (see steer).
 	sessionID string
+	steering  bool
 	// lease is held by the turn using it (one at a time: a cancelled
 	// prompt finishes before the next starts).
 	lease chan struct{}
@@ -219,7 +227,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent) error 
 	}()
 	ctx, cancel := context.WithTimeout(ctx, externalStartTimeout)
 	defer cancel()
-	var init acpclient.InitializeResponse
+	var init json.RawMessage
 	err = p.Call(ctx, acpclient.MethodInitialize, acpclient.InitializeRequest{ProtocolVersion: acpclient.ProtocolVersion,
 		ClientCapabilities: acpclient.ClientCapabilities{FS: acpclient.FSCapabilities{ReadTextFile: true, WriteTextFile: true}},
 		ClientInfo:         &acpclient.Implementation{Name: "opencode-server", Version: "1"}}, &init)
@@ -234,6 +242,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent) error 
 		return agentError(a, "session/new failed", errors.New("no sessionId in its answer"))
 	}
 	e.sessionID = ns.SessionID
+	e.steering = acpclient.SupportsSteering(init)
 	log.Info("external agent started", "pid", p.Pid(), "agentSession", ns.SessionID)
 	return nil
 }
@@ -398,6 +407,9 @@ func (x *externals) prompt(ctx context.Context, session, dir string, a agent.Age
 	}
 	defer x.release(e)
 	e.setSink(sink)
+	if sink.started != nil {
+		sink.started(e)
+	}
 	call, stop := context.WithCancel(context.Background())
 	defer stop()
 	cancelled := context.AfterFunc(ctx, func() {

@@ -23,6 +23,12 @@ import (
 // started is left (by PID).
 func externalServer(t *testing.T, perm string) (*testserver.Server, *client) {
 	t.Helper()
+	return externalServerEnv(t, perm, nil)
+}
+
+// externalServerEnv is externalServer with more of the stub's environment.
+func externalServerEnv(t *testing.T, perm string, env map[string]string) (*testserver.Server, *client) {
+	t.Helper()
 	dir := t.TempDir()
 	t.Cleanup(func() {
 		for _, pid := range stubPIDs(dir) {
@@ -32,12 +38,20 @@ func externalServer(t *testing.T, perm string) (*testserver.Server, *client) {
 		}
 	})
 	cfg := &config.File{Agent: map[string]config.AgentConfig{"stub": {Description: "The ACP stub",
-		ACP: &config.ACPConfig{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{acpstub.Env: "1"}}}}}
+		ACP: &config.ACPConfig{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: stubEnv(env)}}}}
 	if perm != "" {
 		cfg.Permission = json.RawMessage(perm)
 	}
 	srv := testserver.Start(t, testserver.Options{Config: cfg, Directory: dir})
 	return srv, newClient(t, srv)
+}
+
+func stubEnv(more map[string]string) map[string]string {
+	env := map[string]string{acpstub.Env: "1"}
+	for k, v := range more {
+		env[k] = v
+	}
+	return env
 }
 
 // stubPIDs are the PIDs of the agent processes started in dir, in order.
@@ -58,19 +72,25 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func stubPrompts(t *testing.T, dir string) []acpstub.Prompt {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, acpstub.PromptsFile))
+	return stubRecords[acpstub.Prompt](t, filepath.Join(dir, acpstub.PromptsFile))
+}
+
+// stubRecords reads one of the stub's records, a JSON value a line.
+func stubRecords[T any](t *testing.T, path string) []T {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	var out []acpstub.Prompt
+	var out []T
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var p acpstub.Prompt
-		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, p)
+		out = append(out, v)
 	}
 	return out
 }

@@ -181,6 +181,9 @@ func (r *runner) pendingIndex(id string) int {
 // connection): a durable tombstone, so the prompt is refused when it
 // arrives, and true.
 func (r *runner) revoke(id string) (bool, error) {
+	if r.extSendingInput(id) {
+		return false, sendingError(r.id, id)
+	}
 	if i := r.pendingIndex(id); i >= 0 {
 		r.cancelPending([]int{i}, "revoked")
 		return true, nil
@@ -266,6 +269,9 @@ func (r *runner) cancelPending(idx []int, reason string) {
 
 // replace changes the delivery and/or the content of a pending input.
 func (r *runner) replace(id string, delivery *opencode.Delivery, parts []opencode.Part) (*opencode.Input, error) {
+	if r.extSendingInput(id) {
+		return nil, sendingError(r.id, id)
+	}
 	i := r.pendingIndex(id)
 	if i < 0 {
 		in, err := r.m.store.InputStatus(context.Background(), id)

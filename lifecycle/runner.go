@@ -152,6 +152,8 @@ type turn struct {
 	// extNext is the external agent's next message ID when its messageId
 	// changed: the step ending opens that message (see extMessage).
 	extNext *string
+	// ext is an external turn's steering state (external_steer.go).
+	ext *extTurn
 }
 
 type step struct {

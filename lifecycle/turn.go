@@ -16,7 +16,11 @@ const defaultAgent = "build"
 // maybeStart starts a turn on an idle session with pending input: all
 // pending steers, or else the oldest queued input.
 func (r *runner) maybeStart() {
-	if r.turn != nil || r.exit != nil || r.restoring {
+	if r.turn != nil {
+		r.extSteer() // a steer for an external agent's running prompt
+		return
+	}
+	if r.exit != nil || r.restoring {
 		return // a restore starts it when done
 	}
 	// A turn a shutdown or crash cut off is continued first; pending
@@ -761,6 +765,7 @@ func (r *runner) interrupt(reason string, userAbort bool) {
 	if userAbort {
 		// Abort is session-level: the steers aimed at this turn go with it;
 		// queued inputs stay and run next.
+		r.extAborted(tu)
 		var idx []int
 		for i, in := range r.pending {
 			if in.Delivery == opencode.Steer {

@@ -3,7 +3,10 @@
 // binary, with Env=1, as an agent's acp command. What it does is scripted
 // by the prompt's first text (see the constants); it keeps a record of
 // itself in its working directory (the session's): its PIDs (PIDFile), the
-// prompts it got (PromptsFile), the cancels (CancelledFile).
+// prompts it got (PromptsFile), the cancels (CancelledFile), the steers
+// (SteersFile). With SteeringEnv=1 it advertises `_meta.steering` and takes
+// `_session/steering`: injected into a running Steered prompt, else
+// promptRequired.
 package acpstub
 
 import (
@@ -13,18 +16,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/opencode-server/opencode-server/acpclient"
 )
 
-// Env is the variable that makes a test binary the agent.
-const Env = "OPENCODE_SERVER_ACP_STUB"
+// Env is the variable that makes a test binary the agent; SteeringEnv=1
+// makes it a steering one.
+const (
+	Env         = "OPENCODE_SERVER_ACP_STUB"
+	SteeringEnv = "OPENCODE_SERVER_ACP_STUB_STEERING"
+)
 
 // Files the stub writes in its working directory.
 const (
 	PIDFile       = "acpstub.pids"
 	PromptsFile   = "acpstub.prompts"
 	CancelledFile = "acpstub.cancelled"
+	SteersFile    = "acpstub.steers"
+	// ReleaseFile, once it exists, ends a Steered prompt that got no steer.
+	ReleaseFile = "acpstub.release"
 	// NotesFile is what the Tool script reads through fs/read_text_file.
 	NotesFile = "notes.txt"
 )
@@ -41,7 +53,28 @@ const (
 	Crash = "crash"
 	// Wait says a word and waits for session/cancel, then answers cancelled.
 	Wait = "wait"
+	// Steered says "before.", then waits for a steer, ReleaseFile or
+	// session/cancel. A steer is injected: it says "after: " and the
+	// steer's text and ends; the steer Later is answered promptRequired
+	// (as an agent whose turn just ended would) and ends the prompt with
+	// " ended"; so does ReleaseFile.
+	Steered = "steered"
+	Later   = "later"
+	// Hold is a steer the stub takes into a waiting Steered prompt at
+	// once but answers (injected) only once ReleaseFile exists.
+	Hold = "hold"
+	// Late is a steer the stub injects but answers only after the prompt
+	// it joined has answered.
+	Late = "late"
 )
+
+// Steer is one recorded `_session/steering`.
+type Steer struct {
+	MessageID    string   `json:"messageId"`
+	Texts        []string `json:"texts"`
+	IdleBehavior string   `json:"idleBehavior"`
+	Outcome      string   `json:"outcome"`
+}
 
 // Prompt is one recorded session/prompt.
 type Prompt struct {
@@ -55,7 +88,8 @@ func MaybeServe() {
 		return
 	}
 	appendLine(PIDFile, fmt.Sprint(os.Getpid()))
-	a := &stub{cancel: make(chan struct{}, 1)}
+	a := &stub{cancel: make(chan struct{}, 1), steered: make(chan string, 1), steering: os.Getenv(SteeringEnv) == "1",
+		ready: make(chan struct{}), ended: make(chan struct{}, 1)}
 	a.conn = acpclient.NewConn(os.Stdin, os.Stdout, acpclient.Handlers{
 		Notify: func(method string, _ json.RawMessage) {
 			if method == acpclient.MethodSessionCancel {
@@ -68,6 +102,7 @@ func MaybeServe() {
 		},
 		Request: a.serve,
 	})
+	close(a.ready)
 	<-a.conn.Done()
 	os.Exit(0)
 }
@@ -75,6 +110,15 @@ func MaybeServe() {
 type stub struct {
 	conn   *acpclient.Conn
 	cancel chan struct{}
+	// steered takes an injected steer's text ("" for Later) to the
+	// waiting Steered prompt; waiting says one waits.
+	steered  chan string
+	waiting  atomic.Bool
+	steering bool
+	// ended: a prompt has answered (Late waits for it).
+	ended chan struct{}
+	// ready: conn is set (a request may come before NewConn returns).
+	ready chan struct{}
 }
 
 func appendLine(name, line string) {
@@ -87,9 +131,16 @@ func appendLine(name, line string) {
 }
 
 func (a *stub) serve(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	<-a.ready
 	switch method {
 	case acpclient.MethodInitialize:
-		return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
+		caps := map[string]any{}
+		if a.steering {
+			caps["_meta"] = map[string]any{"steering": map[string]any{"supported": true}}
+		}
+		return map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []any{}}, nil
+	case acpclient.MethodSessionSteering:
+		return a.steer(params)
 	case acpclient.MethodSessionNew:
 		return map[string]any{"sessionId": "stub-session"}, nil
 	case acpclient.MethodSessionPrompt:
@@ -112,9 +163,93 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		if len(p.Texts) > 0 {
 			first = p.Texts[0]
 		}
+		defer func() {
+			select {
+			case a.ended <- struct{}{}:
+			default:
+			}
+		}()
 		return a.run(ctx, first)
 	}
 	return nil, &acpclient.RPCError{Code: acpclient.CodeMethodNotFound, Message: "no " + method}
+}
+
+// steer answers `_session/steering`: injected into a waiting Steered
+// prompt, else promptRequired (Later also ends that prompt).
+func (a *stub) steer(params json.RawMessage) (any, error) {
+	if !a.steering {
+		return nil, &acpclient.RPCError{Code: acpclient.CodeMethodNotFound, Message: "no steering"}
+	}
+	var req acpclient.SteeringRequest
+	if err := json.Unmarshal(params, &req); err != nil {
+		return nil, err
+	}
+	s := Steer{MessageID: req.Meta.MessageID, IdleBehavior: req.Meta.Steering.IdleBehavior, Outcome: acpclient.SteerPromptRequired}
+	for _, b := range req.Prompt {
+		s.Texts = append(s.Texts, b.Text)
+	}
+	text := strings.Join(s.Texts, " ")
+	if a.waiting.CompareAndSwap(true, false) {
+		if text != Later {
+			s.Outcome = acpclient.SteerInjected
+		} else {
+			text = ""
+		}
+		if text == Hold {
+			waitFile(ReleaseFile)
+		}
+		a.steered <- text
+		if text == Late {
+			// The prompt's answer goes out first: the client learns the
+			// turn ended before it learns the steer was taken.
+			<-a.ended
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	b, _ := json.Marshal(s)
+	appendLine(SteersFile, string(b))
+	return map[string]any{"outcome": s.Outcome}, nil
+}
+
+// waitSteer waits for a steer (its text, or "" for Later), ReleaseFile
+// or a cancel (false).
+func (a *stub) waitSteer(ctx context.Context) (string, bool) {
+	select {
+	case <-a.ended: // an earlier prompt's
+	default:
+	}
+	select {
+	case <-a.steered: // one a cancel left behind
+	default:
+	}
+	a.waiting.Store(true)
+	defer a.waiting.Store(false)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case text := <-a.steered:
+			return text, true
+		case <-a.cancel:
+			return "", false
+		case <-ctx.Done():
+			return "", false
+		case <-tick.C:
+			if _, err := os.Stat(ReleaseFile); err == nil && a.waiting.CompareAndSwap(true, false) {
+				return "", true
+			}
+		}
+	}
+}
+
+// waitFile waits for a file the test writes.
+func waitFile(name string) {
+	for {
+		if _, err := os.Stat(name); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (a *stub) update(u map[string]any) {
@@ -170,6 +305,18 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 	case Crash:
 		a.say("agent_message_chunk", "about to crash", "")
 		os.Exit(3)
+	case Steered:
+		a.say("agent_message_chunk", "before.", "")
+		text, ok := a.waitSteer(ctx)
+		switch {
+		case !ok:
+			return map[string]any{"stopReason": acpclient.StopCancelled}, nil
+		case text == "":
+			a.say("agent_message_chunk", " ended", "")
+		default:
+			a.say("agent_message_chunk", "after: "+text, "")
+		}
+		return endTurn()
 	case Wait:
 		a.say("agent_message_chunk", "waiting", "")
 		select {
