@@ -99,21 +99,14 @@ var realAgents = []realAgent{
 		start: func(t *testing.T, node22, dir, project string, script stubmodel.Script) (map[string]any, string) {
 			stub := anthropicstub.NewServer(t, anthropicstub.FromStubmodel(script), anthropicstub.WithChunks(3),
 				anthropicstub.WithDelay(20*time.Millisecond))
-			home := t.TempDir()
 			// Its built-in default mode is "auto" (a model decides on each
 			// tool call); in "default" a tool call that changes something asks us.
-			if err := os.Mkdir(filepath.Join(home, ".claude"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(home, ".claude", "settings.json"),
-				[]byte(`{"permissions":{"defaultMode":"default"}}`), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			home, config := agentHome(t, ".claude", "settings.json", `{"permissions":{"defaultMode":"default"}}`)
 			return map[string]any{"command": node22,
 				"args": []string{filepath.Join(dir, "node_modules", "@agentclientprotocol", "claude-agent-acp", "dist", "index.js")},
 				"env": map[string]string{
 					"HOME":                                     home,
-					"CLAUDE_CONFIG_DIR":                        filepath.Join(home, ".claude"),
+					"CLAUDE_CONFIG_DIR":                        config,
 					"ANTHROPIC_BASE_URL":                       strings.TrimSuffix(stub.URL(), "/v1"), // the SDK adds /v1/messages
 					"ANTHROPIC_API_KEY":                        "stub-key",
 					"DISABLE_AUTOUPDATER":                      "1",
@@ -130,22 +123,30 @@ var realAgents = []realAgent{
 				"command": "touch made-by-claude.txt", "description": "Make a file"})}
 		},
 	},
-	{name: "codex",
+	codexAgent("codex", false),
+	codexAgent("codex-openai", true),
+}
+
+// codexAgent is Codex on the Responses stub: as a model provider of its
+// own, or (builtin) as its built-in OpenAI provider at another base URL,
+// which asks for a login: ACP's authenticate with the API key.
+func codexAgent(name string, builtin bool) realAgent {
+	return realAgent{name: name,
 		start: func(t *testing.T, node22, dir, project string, script stubmodel.Script) (map[string]any, string) {
 			stub := responsesstub.NewServer(t, responsesstub.FromStubmodel(script), responsesstub.WithChunks(3),
 				responsesstub.WithDelay(20*time.Millisecond))
 			cfg := mustMarshal(map[string]any{"model": "gpt-stub", "model_provider": "stub",
 				"model_providers": map[string]any{"stub": map[string]any{"name": "Stub", "base_url": stub.URL(),
 					"wire_api": "responses", "env_key": "OPENAI_API_KEY"}}})
-			home := t.TempDir()
-			if err := os.Mkdir(filepath.Join(home, ".codex"), 0o755); err != nil { // Codex refuses a CODEX_HOME that is not there
-				t.Fatal(err)
+			if builtin {
+				cfg = mustMarshal(map[string]any{"model": "gpt-stub", "openai_base_url": stub.URL()})
 			}
+			home, codexHome := agentHome(t, ".codex", "", "") // Codex refuses a CODEX_HOME that is not there
 			return map[string]any{"command": node22,
 				"args": []string{filepath.Join(dir, "node_modules", "@agentclientprotocol", "codex-acp", "dist", "index.js")},
 				"env": map[string]string{
 					"HOME":           home,
-					"CODEX_HOME":     filepath.Join(home, ".codex"),
+					"CODEX_HOME":     codexHome,
 					"CODEX_CONFIG":   cfg,
 					"OPENAI_API_KEY": "stub-key",
 					"NO_BROWSER":     "1",
@@ -161,7 +162,24 @@ var realAgents = []realAgent{
 			}
 			return stubmodel.ToolCall{Name: "shell", Arguments: mustMarshal(map[string]any{"command": []string{"bash", "-lc", cmd}, "workdir": project})}
 		},
-	},
+	}
+}
+
+// agentHome makes an agent's HOME with its configuration directory sub
+// (holding file with content, when file is not ""); it returns both.
+func agentHome(t *testing.T, sub, file, content string) (home, config string) {
+	t.Helper()
+	home = t.TempDir()
+	config = filepath.Join(home, sub)
+	if err := os.Mkdir(config, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if file != "" {
+		if err := os.WriteFile(filepath.Join(config, file), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return home, config
 }
 
 func mustMarshal(v any) string {
@@ -201,22 +219,8 @@ func TestExternalRealAgents(t *testing.T) {
 			}
 			srv := startServer(t, serverOptions{config: path, dir: project})
 			events := watchEvents(t, srv)
-			status, body, err := srv.post("/session", "{}")
-			if err != nil || status != 200 {
-				t.Fatalf("POST /session: %d %s %v", status, body, err)
-			}
-			var sess sessionInfo
-			if err := json.Unmarshal(body, &sess); err != nil {
-				t.Fatal(err)
-			}
-			prompt := func(text string) {
-				t.Helper()
-				status, body, err := srv.post("/session/"+sess.ID+"/prompt_async",
-					mustMarshal(map[string]any{"agent": a.name, "parts": []any{map[string]string{"type": "text", "text": text}}}))
-				if err != nil || status != 204 {
-					t.Fatalf("prompt_async: %d %s %v", status, body, err)
-				}
-			}
+			sess := newExternalSession(t, srv)
+			prompt := func(text string) { promptAgent(t, srv, sess.ID, a.name, text) }
 
 			// A prompt: the answer streams under our IDs.
 			prompt(plainPrompt)
@@ -245,6 +249,7 @@ func TestExternalRealAgents(t *testing.T) {
 				}
 				return nil
 			})
+			t.Logf("%s asked %d permissions", a.name, asked)
 			if a.asks && asked == 0 {
 				t.Errorf("%s's tool call was not asked as our permission", a.name)
 			}
@@ -281,6 +286,30 @@ func TestExternalRealAgents(t *testing.T) {
 
 			checkAgentStops(t, srv)
 		})
+	}
+}
+
+// newExternalSession makes a session (POST /session).
+func newExternalSession(t *testing.T, srv *server) sessionInfo {
+	t.Helper()
+	status, body, err := srv.post("/session", "{}")
+	if err != nil || status != 200 {
+		t.Fatalf("POST /session: %d %s %v", status, body, err)
+	}
+	var sess sessionInfo
+	if err := json.Unmarshal(body, &sess); err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
+
+// promptAgent sends text to agent in session (prompt_async).
+func promptAgent(t *testing.T, srv *server, session, agent, text string) {
+	t.Helper()
+	status, body, err := srv.post("/session/"+session+"/prompt_async",
+		mustMarshal(map[string]any{"agent": agent, "parts": []any{map[string]string{"type": "text", "text": text}}}))
+	if err != nil || status != 204 {
+		t.Fatalf("prompt_async: %d %s %v", status, body, err)
 	}
 }
 
@@ -365,6 +394,7 @@ func checkToolPart(t *testing.T, srv *server, session string) {
 			if p.Type == "tool" {
 				tools = append(tools, p.Tool+":"+p.State.Status+":"+p.State.Title)
 				if p.State.Status == "completed" {
+					t.Logf("tool parts: %q", tools)
 					return
 				}
 			}
@@ -388,9 +418,11 @@ func checkAgentStops(t *testing.T, srv *server) {
 	if err := srv.stop(); err != nil {
 		t.Fatal(err)
 	}
+	// Its whole process group: Codex's app-server and Claude Code's CLI
+	// are its children.
 	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
-		if syscall.Kill(pid, 0) == nil {
-			return fmt.Errorf("agent %d outlived the server", pid)
+		if syscall.Kill(-pid, 0) == nil {
+			return fmt.Errorf("agent %d's process group outlived the server", pid)
 		}
 		return nil
 	})
