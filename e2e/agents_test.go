@@ -226,6 +226,7 @@ func TestExternalRealAgents(t *testing.T) {
 			prompt(plainPrompt)
 			reply := waitReply(t, srv, sess.ID, answer, nil)
 			checkStreamed(t, events, sess.ID, reply.Info.ID, answer)
+			checkAgentMessageID(t, srv, sess.ID, reply.Info.ID)
 
 			// A tool call: it shows as a tool part (its permission asked and answered).
 			prompt(toolPrompt)
@@ -370,6 +371,37 @@ func checkStreamed(t *testing.T, events func() []busEvent, session, msgID, want 
 		}
 		return nil
 	})
+}
+
+// checkAgentMessageID checks the text of our message msgID keeps the
+// agent's own message ID (both agents send one) in its metadata.
+func checkAgentMessageID(t *testing.T, srv *server, session, msgID string) {
+	t.Helper()
+	var ms []struct {
+		Info  messageInfo `json:"info"`
+		Parts []struct {
+			Type     string `json:"type"`
+			Metadata struct {
+				ACP struct {
+					MessageID string `json:"messageId"`
+				} `json:"acp"`
+			} `json:"metadata"`
+		} `json:"parts"`
+	}
+	if err := srv.getJSON("/session/"+session+"/message", &ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		for _, p := range m.Parts {
+			if m.Info.ID == msgID && p.Type == "text" {
+				if id := p.Metadata.ACP.MessageID; id == "" || id == msgID {
+					t.Errorf("the text of %s keeps the agent's message ID %q", msgID, id)
+				}
+				return
+			}
+		}
+	}
+	t.Errorf("%s has no text part", msgID)
 }
 
 // checkToolPart checks the session has a completed tool part.
