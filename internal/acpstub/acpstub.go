@@ -13,12 +13,22 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/opencode-server/opencode-server/acpclient"
 )
 
 // Env is the variable that makes a test binary the agent.
 const Env = "OPENCODE_SERVER_ACP_STUB"
+
+// AuthEnv, when set, makes session/new answer auth required until an
+// authenticate: AuthKey offers a browser login and "api-key" (Codex's
+// pair), AuthBrowser the browser login alone.
+const (
+	AuthEnv     = "OPENCODE_SERVER_ACP_STUB_AUTH"
+	AuthKey     = "key"
+	AuthBrowser = "browser"
+)
 
 // Files the stub writes in its working directory.
 const (
@@ -56,6 +66,7 @@ func MaybeServe() {
 	}
 	appendLine(PIDFile, fmt.Sprint(os.Getpid()))
 	a := &stub{cancel: make(chan struct{}, 1)}
+	a.authed.Store(os.Getenv(AuthEnv) == "")
 	a.conn = acpclient.NewConn(os.Stdin, os.Stdout, acpclient.Handlers{
 		Notify: func(method string, _ json.RawMessage) {
 			if method == acpclient.MethodSessionCancel {
@@ -75,6 +86,8 @@ func MaybeServe() {
 type stub struct {
 	conn   *acpclient.Conn
 	cancel chan struct{}
+	// authed: authenticate succeeded (or AuthEnv asks for none).
+	authed atomic.Bool
 }
 
 func appendLine(name, line string) {
@@ -89,8 +102,25 @@ func appendLine(name, line string) {
 func (a *stub) serve(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	switch method {
 	case acpclient.MethodInitialize:
-		return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
+		methods := []any{}
+		switch os.Getenv(AuthEnv) {
+		case AuthKey:
+			methods = []any{map[string]any{"id": "browser", "name": "Sign in"}, map[string]any{"id": "api-key", "name": "API key"}}
+		case AuthBrowser:
+			methods = []any{map[string]any{"id": "browser", "name": "Sign in"}}
+		}
+		return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": methods}, nil
+	case acpclient.MethodAuthenticate:
+		var req acpclient.AuthenticateRequest
+		if err := json.Unmarshal(params, &req); err != nil || req.MethodID != "api-key" || os.Getenv(AuthEnv) != AuthKey {
+			return nil, &acpclient.RPCError{Code: acpclient.CodeAuthRequired, Message: "Sign-in did not complete"}
+		}
+		a.authed.Store(true)
+		return map[string]any{}, nil
 	case acpclient.MethodSessionNew:
+		if !a.authed.Load() {
+			return nil, &acpclient.RPCError{Code: acpclient.CodeAuthRequired, Message: "Authentication required"}
+		}
 		return map[string]any{"sessionId": "stub-session"}, nil
 	case acpclient.MethodSessionPrompt:
 		var req struct {
