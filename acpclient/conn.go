@@ -34,8 +34,9 @@ type RPCError struct {
 
 func (e *RPCError) Error() string { return e.Message + " (" + strconv.Itoa(e.Code) + ")" }
 
-// JSON-RPC error codes this client answers with.
+// JSON-RPC error codes this client answers with, and ACP's auth_required.
 const (
+	CodeAuthRequired   = -32000 // the agent's: authenticate first
 	CodeMethodNotFound = -32601
 	CodeInvalidParams  = -32602
 	CodeInternal       = -32603

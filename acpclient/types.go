@@ -8,6 +8,7 @@ const ProtocolVersion = 1
 // Method names.
 const (
 	MethodInitialize        = "initialize"
+	MethodAuthenticate      = "authenticate"
 	MethodSessionNew        = "session/new"
 	MethodSessionPrompt     = "session/prompt"
 	MethodSessionCancel     = "session/cancel"
@@ -47,6 +48,32 @@ type InitializeResponse struct {
 	ProtocolVersion   int             `json:"protocolVersion"`
 	AgentCapabilities json.RawMessage `json:"agentCapabilities,omitempty"`
 	AgentInfo         *Implementation `json:"agentInfo,omitempty"`
+	AuthMethods       []AuthMethod    `json:"authMethods,omitempty"`
+}
+
+// AuthMethod is a way the agent offers to authenticate; Type "env_var"
+// (ACP's unstable auth methods) takes its key from the environment.
+type AuthMethod struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	Type string `json:"type,omitempty"`
+}
+
+// KeyAuthMethod is the agent's method that authenticates with an API key
+// from its environment (Codex's "api-key", an "env_var" method), "" if none:
+// the only kind a server can run without a user at a browser.
+func KeyAuthMethod(methods []AuthMethod) string {
+	for _, m := range methods {
+		if m.ID == "api-key" || m.Type == "env_var" {
+			return m.ID
+		}
+	}
+	return ""
+}
+
+// AuthenticateRequest is authenticate's params.
+type AuthenticateRequest struct {
+	MethodID string `json:"methodId"`
 }
 
 // NewSessionRequest is session/new's params.

@@ -29,7 +29,7 @@ func TestExternalOwnACPSteer(t *testing.T) {
 		"env": map[string]string{"HOME": home, "XDG_CONFIG_HOME": filepath.Join(home, ".config"),
 			"XDG_DATA_HOME": filepath.Join(home, ".local", "share")}}, project)
 	events := watchEvents(t, srv)
-	sess := newSession(t, srv)
+	sess := newExternalSession(t, srv)
 	status, body, err := srv.post("/session/"+sess.ID+"/prompt_async",
 		`{"agent":"inner","parts":[{"type":"text","text":"first question"}]}`)
 	if err != nil || status != 204 {

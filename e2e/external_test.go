@@ -8,11 +8,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,72 +55,21 @@ func TestExternalOpencodeACP(t *testing.T) {
 	}
 
 	events := watchEvents(t, srv)
-	sess := newSession(t, srv)
-	status, body, err := srv.post("/session/"+sess.ID+"/prompt_async",
-		`{"agent":"oc","parts":[{"type":"text","text":"say something"}]}`)
-	if err != nil || status != 204 {
-		t.Fatalf("prompt_async: %d %s %v", status, body, err)
-	}
-	var reply message
-	checkFor(t, 3*time.Minute, 250*time.Millisecond, func() error {
-		ms, err := srv.messages(sess.ID)
-		if err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if m.Info.Role == "assistant" && m.Info.Error != nil {
-				return fmt.Errorf("the agent's turn failed: %+v\nserver log:\n%s", m.Info.Error, srv.stderr.String())
-			}
-			if m.Info.Role == "assistant" && m.Info.Time.Completed != 0 && strings.Contains(m.text(), answer) {
-				reply = m
-				return nil
-			}
-		}
-		return fmt.Errorf("no completed assistant message with %q yet: %+v", answer, ms)
-	})
-	if !strings.HasPrefix(reply.Info.ID, "msg_") {
-		t.Fatalf("assistant message ID %q is not ours", reply.Info.ID)
-	}
-	for _, p := range reply.Parts {
-		if p.MessageID != reply.Info.ID || !strings.HasPrefix(p.ID, "prt_") {
-			t.Errorf("part %s of %s: messageID %s", p.ID, reply.Info.ID, p.MessageID)
-		}
-	}
-	// /event streamed it as deltas of our message.
-	checkFor(t, 10*time.Second, 100*time.Millisecond, func() error {
-		var streamed strings.Builder
-		for _, e := range events() {
-			if e.Type == "message.part.delta" && e.Properties.MessageID == reply.Info.ID {
-				streamed.WriteString(e.Properties.Delta)
-			}
-			if strings.HasPrefix(e.Type, "message.") && e.Properties.SessionID == sess.ID &&
-				e.Properties.MessageID != "" && !strings.HasPrefix(e.Properties.MessageID, "msg_") {
-				return fmt.Errorf("event %s carries message ID %q", e.Type, e.Properties.MessageID)
-			}
-		}
-		if !strings.Contains(streamed.String(), answer) {
-			return fmt.Errorf("/event deltas of %s say %q, want %q", reply.Info.ID, streamed.String(), answer)
-		}
-		return nil
-	})
+	sess := newExternalSession(t, srv)
+	promptAgent(t, srv, sess.ID, "oc", "say something")
+	reply := waitReply(t, srv, sess.ID, answer, nil)
+	checkStreamed(t, events, sess.ID, reply.Info.ID, answer)
 	// The agent ran as a child of the server, and stops with it.
-	m := regexp.MustCompile(`msg="external agent started".* pid=(\d+)`).FindStringSubmatch(srv.stderr.String())
-	if m == nil {
-		t.Fatalf("the server did not log the agent's start:\n%s", srv.stderr.String())
-	}
-	pid, _ := strconv.Atoi(m[1])
-	if syscall.Kill(pid, 0) != nil {
-		t.Fatalf("agent %d is not running before the server stops", pid)
-	}
-	if err := srv.stop(); err != nil {
-		t.Fatal(err)
-	}
-	checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
-		if syscall.Kill(pid, 0) == nil {
-			return fmt.Errorf("agent %d outlived the server", pid)
-		}
-		return nil
-	})
+	checkAgentStops(t, srv)
+}
+
+type busEvent struct {
+	Type       string `json:"type"`
+	Properties struct {
+		SessionID string `json:"sessionID"`
+		MessageID string `json:"messageID"`
+		Delta     string `json:"delta"`
+	} `json:"properties"`
 }
 
 // externalAgentServer is a server (in dir, "" for a new one) whose
@@ -140,29 +86,6 @@ func externalAgentServer(t *testing.T, name, description string, acp map[string]
 		t.Fatal(err)
 	}
 	return startServer(t, serverOptions{config: path, dir: dir})
-}
-
-// newSession creates a session with POST /session.
-func newSession(t *testing.T, srv *server) sessionInfo {
-	t.Helper()
-	status, body, err := srv.post("/session", "{}")
-	if err != nil || status != 200 {
-		t.Fatalf("POST /session: %d %s %v", status, body, err)
-	}
-	var sess sessionInfo
-	if err := json.Unmarshal(body, &sess); err != nil {
-		t.Fatal(err)
-	}
-	return sess
-}
-
-type busEvent struct {
-	Type       string `json:"type"`
-	Properties struct {
-		SessionID string `json:"sessionID"`
-		MessageID string `json:"messageID"`
-		Delta     string `json:"delta"`
-	} `json:"properties"`
 }
 
 // watchEvents reads the server's GET /event until the test ends.

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -79,7 +81,7 @@ func pinnedVersions(dir string, pkgs []string) (map[string]string, error) {
 // staleModules says which package of dir's package-lock.json its
 // node_modules does not hold at the pinned version, or "" when all are.
 func staleModules(dir string) string {
-	lock, err := readLockFile(filepath.Join(dir, "package-lock.json"))
+	lock, err := lockPackages(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
 		return err.Error()
 	}
@@ -91,11 +93,14 @@ func staleModules(dir string) string {
 			Version string `json:"version"`
 		}
 		raw, err := os.ReadFile(filepath.Join(dir, p, "package.json"))
+		if errors.Is(err, fs.ErrNotExist) && lock[p].Optional {
+			continue // another platform's build (npm installs the one for this machine)
+		}
 		if err == nil {
 			err = json.Unmarshal(raw, &pkg)
 		}
-		if err != nil || pkg.Version != lock[p] {
-			return fmt.Sprintf("%s is not installed at %s (have %q)", p, lock[p], pkg.Version)
+		if err != nil || pkg.Version != lock[p].Version {
+			return fmt.Sprintf("%s is not installed at %s (have %q)", p, lock[p].Version, pkg.Version)
 		}
 	}
 	return ""
@@ -104,23 +109,32 @@ func staleModules(dir string) string {
 // readLockFile returns the version of every package in a package-lock.json,
 // by its node_modules path.
 func readLockFile(path string) (map[string]string, error) {
+	pkgs, err := lockPackages(path)
+	out := map[string]string{}
+	for p, v := range pkgs {
+		out[p] = v.Version
+	}
+	return out, err
+}
+
+type lockPackage struct {
+	Version  string `json:"version"`
+	Optional bool   `json:"optional"`
+}
+
+// lockPackages returns the packages of a package-lock.json (but the
+// project itself), by their node_modules path.
+func lockPackages(path string) (map[string]lockPackage, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("e2e: %w", err)
 	}
 	var lock struct {
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
+		Packages map[string]lockPackage `json:"packages"`
 	}
 	if err := json.Unmarshal(raw, &lock); err != nil {
 		return nil, fmt.Errorf("e2e: %s: %w", path, err)
 	}
-	out := map[string]string{}
-	for p, v := range lock.Packages {
-		if p != "" {
-			out[p] = v.Version
-		}
-	}
-	return out, nil
+	delete(lock.Packages, "")
+	return lock.Packages, nil
 }

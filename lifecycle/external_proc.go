@@ -234,8 +234,22 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent) error 
 	if err != nil {
 		return agentError(a, "initialize failed", x.why(e, err))
 	}
+	var ir acpclient.InitializeResponse
+	_ = json.Unmarshal(init, &ir) // what it offers; steering is read from the raw answer
 	var ns acpclient.NewSessionResponse
-	if err := p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: []any{}}, &ns); err != nil {
+	newSession := func() error {
+		return p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: []any{}}, &ns)
+	}
+	err = newSession()
+	var rpc *acpclient.RPCError
+	if method := acpclient.KeyAuthMethod(ir.AuthMethods); method != "" && errors.As(err, &rpc) && rpc.Code == acpclient.CodeAuthRequired {
+		// It wants a login; one with the key its env holds is ours to run.
+		if err := p.Call(ctx, acpclient.MethodAuthenticate, acpclient.AuthenticateRequest{MethodID: method}, nil); err != nil {
+			return agentError(a, "authenticate ("+method+") failed", x.why(e, err))
+		}
+		err = newSession()
+	}
+	if err != nil {
 		return agentError(a, "session/new failed", x.why(e, err))
 	}
 	if ns.SessionID == "" {

@@ -352,3 +352,35 @@ func TestExternalAgentWontStart(t *testing.T) {
 		})
 	}
 }
+
+// TestExternalAgentAuthenticate: an agent whose session/new answers auth
+// required is sent authenticate with its API-key method (the key is in
+// its environment), and the turn runs; one with only a browser login
+// fails the turn naming the agent and saying so.
+func TestExternalAgentAuthenticate(t *testing.T) {
+	for _, tc := range []struct {
+		auth string
+		says string // in the turn's error; "" if it answers
+	}{
+		{acpstub.AuthKey, ""},
+		{acpstub.AuthBrowser, "session/new failed: Authentication required"},
+	} {
+		t.Run(tc.auth, func(t *testing.T) {
+			srv := testserver.Start(t, testserver.Options{Config: &config.File{Agent: map[string]config.AgentConfig{
+				"stub": {ACP: &config.ACPConfig{Command: os.Args[0], Args: []string{"-test.run=^$"},
+					Env: map[string]string{acpstub.Env: "1", acpstub.AuthEnv: tc.auth}}}}}, Directory: t.TempDir()})
+			c := newClient(t, srv)
+			last := c.externalPrompt(c.newSession(), "hello")
+			msg := ""
+			if last.Info.Error != nil {
+				msg, _ = last.Info.Error.Data["message"].(string)
+			}
+			switch {
+			case tc.says == "" && (last.Info.Error != nil || last.text() != "echo: hello"):
+				t.Fatalf("turn %+v %q, want the agent's answer after authenticate", last.Info.Error, last.text())
+			case tc.says != "" && (!strings.Contains(msg, "external agent stub") || !strings.Contains(msg, tc.says)):
+				t.Fatalf("turn error %q, want one naming the agent and saying %q", msg, tc.says)
+			}
+		})
+	}
+}

@@ -29,6 +29,15 @@ const (
 	SteeringEnv = "OPENCODE_SERVER_ACP_STUB_STEERING"
 )
 
+// AuthEnv, when set, makes session/new answer auth required until an
+// authenticate: AuthKey offers a browser login and "api-key" (Codex's
+// pair), AuthBrowser the browser login alone.
+const (
+	AuthEnv     = "OPENCODE_SERVER_ACP_STUB_AUTH"
+	AuthKey     = "key"
+	AuthBrowser = "browser"
+)
+
 // Files the stub writes in its working directory.
 const (
 	PIDFile       = "acpstub.pids"
@@ -90,6 +99,7 @@ func MaybeServe() {
 	appendLine(PIDFile, fmt.Sprint(os.Getpid()))
 	a := &stub{cancel: make(chan struct{}, 1), steered: make(chan string, 1), steering: os.Getenv(SteeringEnv) == "1",
 		ready: make(chan struct{}), ended: make(chan struct{}, 1)}
+	a.authed.Store(os.Getenv(AuthEnv) == "")
 	a.conn = acpclient.NewConn(os.Stdin, os.Stdout, acpclient.Handlers{
 		Notify: func(method string, _ json.RawMessage) {
 			if method == acpclient.MethodSessionCancel {
@@ -119,6 +129,8 @@ type stub struct {
 	ended chan struct{}
 	// ready: conn is set (a request may come before NewConn returns).
 	ready chan struct{}
+	// authed: authenticate succeeded (or AuthEnv asks for none).
+	authed atomic.Bool
 }
 
 func appendLine(name, line string) {
@@ -138,10 +150,27 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		if a.steering {
 			caps["_meta"] = map[string]any{"steering": map[string]any{"supported": true}}
 		}
-		return map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []any{}}, nil
+		methods := []any{}
+		switch os.Getenv(AuthEnv) {
+		case AuthKey:
+			methods = []any{map[string]any{"id": "browser", "name": "Sign in"}, map[string]any{"id": "api-key", "name": "API key"}}
+		case AuthBrowser:
+			methods = []any{map[string]any{"id": "browser", "name": "Sign in"}}
+		}
+		return map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": methods}, nil
 	case acpclient.MethodSessionSteering:
 		return a.steer(params)
+	case acpclient.MethodAuthenticate:
+		var req acpclient.AuthenticateRequest
+		if err := json.Unmarshal(params, &req); err != nil || req.MethodID != "api-key" || os.Getenv(AuthEnv) != AuthKey {
+			return nil, &acpclient.RPCError{Code: acpclient.CodeAuthRequired, Message: "Sign-in did not complete"}
+		}
+		a.authed.Store(true)
+		return map[string]any{}, nil
 	case acpclient.MethodSessionNew:
+		if !a.authed.Load() {
+			return nil, &acpclient.RPCError{Code: acpclient.CodeAuthRequired, Message: "Authentication required"}
+		}
 		return map[string]any{"sessionId": "stub-session"}, nil
 	case acpclient.MethodSessionPrompt:
 		var req struct {
