@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -31,11 +32,11 @@ func (r *runner) external(tu *turn) (agent.Agent, bool) {
 func (r *runner) startExternal(a agent.Agent) {
 	tu := r.turn
 	r.extStep("")
-	var blocks []acpclient.ContentBlock
+	var parts []opencode.Part
 	for _, in := range tu.inputs {
 		for _, p := range in.Parts {
-			if p.Type == opencode.PartText && p.Text != "" && !p.Ignored {
-				blocks = append(blocks, acpclient.ContentBlock{Type: "text", Text: p.Text})
+			if !p.Ignored {
+				parts = append(parts, p)
 			}
 		}
 	}
@@ -52,14 +53,54 @@ func (r *runner) startExternal(a agent.Agent) {
 		permission: func(ctx context.Context, req acpclient.RequestPermissionRequest) acpclient.RequestPermissionResponse {
 			return r.extAsk(ctx, tu, post, req)
 		},
+		session: func(id string) { r.post(streamMsg{ext: &extMsg{agent: a.Name, sessionID: id}}) },
 	}
-	session, dir, parent := r.id, r.sess.Directory, tu.parentID
+	req := extReq{session: r.id, dir: r.sess.Directory, messageID: tu.parentID, parts: parts,
+		load: extSessionID(r.sess.Metadata, a.Name)}
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()
-		stop, err := r.m.ext.prompt(tu.ctx, session, dir, a, blocks, parent, sink)
+		stop, err := r.m.ext.prompt(tu.ctx, req, a, sink)
 		post(&extMsg{done: true, stop: stop, err: err})
 	}()
+}
+
+// The agent's session ID is kept in our session's metadata, under "acp"
+// and the agent's name: {"acp": {"claude": {"sessionId": "..."}}}; after
+// a restart the agent's process loads it (session/load).
+
+// extSessionID is the agent's session stored with ours ("" when none).
+func extSessionID(meta json.RawMessage, agent string) string {
+	var md struct {
+		ACP map[string]struct {
+			SessionID string `json:"sessionId"`
+		} `json:"acp"`
+	}
+	_ = json.Unmarshal(meta, &md)
+	return md.ACP[agent].SessionID
+}
+
+// withExtSessionID is meta with the agent's session ID set; the rest of
+// the metadata (the user's) is kept.
+func withExtSessionID(meta json.RawMessage, agent, id string) json.RawMessage {
+	md := map[string]any{}
+	_ = json.Unmarshal(meta, &md)
+	acp, _ := md["acp"].(map[string]any)
+	if acp == nil {
+		acp = map[string]any{}
+	}
+	acp[agent] = map[string]any{"sessionId": id}
+	md["acp"] = acp
+	return mustJSON(md)
+}
+
+// extSession stores the agent's session ID with the session.
+func (r *runner) extSession(agent, id string) {
+	s := r.sess
+	s.Metadata = withExtSessionID(s.Metadata, agent, id)
+	if _, err := r.saveSession(r.outbox(), s); err != nil {
+		r.m.log.Warn("could not store the external agent's session", "session", r.id, "agent", agent, "err", err)
+	}
 }
 
 // extAsk runs on the connection's goroutine: the runner decides through
@@ -108,6 +149,10 @@ func (r *runner) extAsk(ctx context.Context, tu *turn, post func(*extMsg), req a
 
 // onExternal handles an external turn's news on the runner.
 func (r *runner) onExternal(e *extMsg) {
+	if e.sessionID != "" {
+		r.extSession(e.agent, e.sessionID)
+		return
+	}
 	tu := r.turn
 	if tu == nil || tu != e.tu || tu.step == nil {
 		// The turn ended (an abort): the agent's late words are dropped.
@@ -188,7 +233,47 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 		}
 	case "tool_call", "tool_call_update":
 		r.extTool(r.turn.step, &u.ToolCall)
+	case "plan":
+		r.extPlan(u.Entries)
+	case "usage_update":
+		// The context the agent fills now is the message's input tokens
+		// (what OpenCode's TUI shows as context); its cost is what the
+		// session's cumulative cost grew by.
+		st := r.turn.step
+		st.extUsage = provider.Usage{Input: u.Used}
+		if u.Cost != nil {
+			add := u.Cost.Amount - r.extCostSeen
+			if add < 0 {
+				add = u.Cost.Amount // another process of the agent: counted anew
+			}
+			r.extCostSeen = u.Cost.Amount
+			st.extCost += add
+		}
+	case "session_info_update":
+		if u.Title != nil && *u.Title != "" && *u.Title != r.sess.Title {
+			if _, err := r.update(opencode.SessionPatch{Title: u.Title}); err != nil {
+				r.m.log.Warn("could not store the external agent's title", "session", r.id, "err", err)
+			}
+		}
 	}
+}
+
+// extPlan is the agent's plan as our todowrite tool records one: a
+// completed todowrite call whose input is the list (the TUI shows it, GET
+// /session/{id}/todo and todo.updated have it, a restart remembers it).
+func (r *runner) extPlan(entries []acpclient.PlanEntry) {
+	todos := make([]opencode.Todo, 0, len(entries))
+	open := 0
+	for _, e := range entries {
+		todos = append(todos, opencode.Todo{Content: e.Content, Status: e.Status, Priority: e.Priority})
+		if e.Status != "completed" {
+			open++
+		}
+	}
+	input := mustJSON(map[string]any{"todos": todos})
+	r.extTool(r.turn.step, &acpclient.ToolCall{ToolCallID: "plan_" + r.m.ids.NewPart(), Kind: "todowrite",
+		Title: fmt.Sprintf("%d todos", open), Status: acpclient.ToolCompleted, RawInput: input,
+		RawOutput: mustJSON(string(mustJSON(todos)))})
 }
 
 // extTool opens or updates the tool part of the agent's tool call.
@@ -331,7 +416,7 @@ func kindPermission(kind, name string) string {
 // finish reason: its open tool calls are closed as aborted.
 func (r *runner) extFinish(st *step, reason string) {
 	st.streamed = true
-	st.finish = &provider.Chunk{Kind: provider.Finish, Reason: reason}
+	st.finish = &provider.Chunk{Kind: provider.Finish, Reason: reason, Usage: st.extUsage}
 	r.abortTools(r.outbox(), st, r.m.now())
 	r.endStep(nil)
 }

@@ -45,6 +45,8 @@ type extMsg struct {
 	done   bool
 	stop   string
 	err    error
+	// sessionID is the agent's session (agent's) to store with ours.
+	agent, sessionID string
 }
 
 // extPerm is the agent's session/request_permission, answered on the runner.
@@ -57,14 +59,28 @@ type extPerm struct {
 type extSink struct {
 	update     func(acpclient.SessionUpdate)
 	permission func(ctx context.Context, req acpclient.RequestPermissionRequest) acpclient.RequestPermissionResponse
+	// session gets the agent's session ID when it is not the one loaded
+	// (to be stored with ours).
+	session func(id string)
+}
+
+// extReq is one prompt to a session's agent.
+type extReq struct {
+	session, dir string
+	// messageID is our user message's (sent in _meta).
+	messageID string
+	// load is the agent's session stored with ours, to continue ("" none).
+	load  string
+	parts []opencode.Part
 }
 
 // extProc is one session's agent process.
 type extProc struct {
 	session, agent, dir string
 	p                   *acpclient.Process
-	// sessionID is the agent's session.
+	// sessionID is the agent's session; caps what it said it does.
 	sessionID string
+	caps      acpclient.AgentCapabilities
 	// lease is held by the turn using it (one at a time: a cancelled
 	// prompt finishes before the next starts).
 	lease chan struct{}
@@ -101,7 +117,8 @@ func agentError(a agent.Agent, what string, err error) error {
 
 // acquire returns the session's process for agent a, started (initialize,
 // session/new) if there is none, leased to the caller until release.
-func (x *externals) acquire(ctx context.Context, session, dir string, a agent.Agent) (*extProc, error) {
+func (x *externals) acquire(ctx context.Context, req extReq, a agent.Agent) (*extProc, error) {
+	session, dir := req.session, req.dir
 	for {
 		x.mu.Lock()
 		if x.closed {
@@ -123,7 +140,7 @@ func (x *externals) acquire(ctx context.Context, session, dir string, a agent.Ag
 				return nil, err
 			}
 			x.mu.Unlock()
-			if err := x.start(ctx, e, a); err != nil {
+			if err := x.start(ctx, e, a, req.load); err != nil {
 				x.drop(e)
 				return nil, err
 			}
@@ -179,8 +196,10 @@ func (x *externals) reserve(session, dir string, a agent.Agent) (*extProc, error
 	return e, nil
 }
 
-// start runs the agent's process and opens its session.
-func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent) error {
+// start runs the agent's process and opens its session: load, the one
+// stored with ours, when there is one and the agent can load sessions,
+// else a new one.
+func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load string) error {
 	log := x.m.log.With("agent", a.Name, "session", e.session)
 	spec := acpclient.Spec{Command: a.ACP.Command, Args: a.ACP.Args, Env: a.ACP.Env}
 	p, err := acpclient.Start(spec, e.dir, log, acpclient.Handlers{
@@ -225,6 +244,27 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent) error 
 		ClientInfo:         &acpclient.Implementation{Name: "opencode-server", Version: "1"}}, &init)
 	if err != nil {
 		return agentError(a, "initialize failed", x.why(e, err))
+	}
+	e.caps = init.AgentCapabilities
+	if load != "" {
+		if e.caps.LoadSession {
+			// The history it replays meanwhile goes nowhere: no sink yet.
+			err := p.Call(ctx, acpclient.MethodSessionLoad, acpclient.LoadSessionRequest{SessionID: load, Cwd: e.dir, MCPServers: []any{}}, nil)
+			if err == nil {
+				e.sessionID = load
+				log.Info("external agent started", "pid", p.Pid(), "agentSession", load, "loaded", true)
+				return nil
+			}
+			var rpc *acpclient.RPCError
+			if !errors.As(err, &rpc) {
+				return agentError(a, "session/load failed", x.why(e, err))
+			}
+			log.Warn("external agent could not load its session: a new one, without the conversation so far",
+				"agentSession", load, "err", err)
+		} else {
+			log.Warn("external agent cannot load sessions (no loadSession): a new one, without the conversation so far",
+				"agentSession", load)
+		}
 	}
 	var ns acpclient.NewSessionResponse
 	if err := p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: []any{}}, &ns); err != nil {
@@ -390,13 +430,17 @@ func (m *Manager) ExternalPID(session string) int {
 
 // prompt runs one prompt on the session's agent: sink gets its updates
 // until it answers. ctx ending (abort, shutdown) sends session/cancel.
-func (x *externals) prompt(ctx context.Context, session, dir string, a agent.Agent, blocks []acpclient.ContentBlock,
-	messageID string, sink *extSink) (string, error) {
-	e, err := x.acquire(ctx, session, dir, a)
+func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink *extSink) (string, error) {
+	e, err := x.acquire(ctx, req, a)
 	if err != nil {
 		return "", err
 	}
 	defer x.release(e)
+	if e.sessionID != req.load {
+		sink.session(e.sessionID)
+	}
+	blocks := promptBlocks(req.parts, e.caps.PromptCapabilities, req.dir)
+	messageID := req.messageID
 	e.setSink(sink)
 	call, stop := context.WithCancel(context.Background())
 	defer stop()

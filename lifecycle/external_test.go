@@ -24,6 +24,29 @@ import (
 func externalServer(t *testing.T, perm string) (*testserver.Server, *client) {
 	t.Helper()
 	dir := t.TempDir()
+	checkStubsGone(t, dir)
+	cfg := externalConfig("")
+	if perm != "" {
+		cfg.Permission = json.RawMessage(perm)
+	}
+	srv := testserver.Start(t, testserver.Options{Config: cfg, Directory: dir})
+	return srv, newClient(t, srv)
+}
+
+// externalConfig is an opencode.json whose agent "stub" is acpstub, with
+// caps (if not "") as the agentCapabilities it advertises.
+func externalConfig(caps string) *config.File {
+	env := map[string]string{acpstub.Env: "1"}
+	if caps != "" {
+		env[acpstub.CapsEnv] = caps
+	}
+	return &config.File{Agent: map[string]config.AgentConfig{"stub": {Description: "The ACP stub",
+		ACP: &config.ACPConfig{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: env}}}}
+}
+
+// checkStubsGone checks, once the test's servers stopped (registered
+// before them), that no agent process started in dir is left (by PID).
+func checkStubsGone(t *testing.T, dir string) {
 	t.Cleanup(func() {
 		for _, pid := range stubPIDs(dir) {
 			if alive(pid) {
@@ -31,13 +54,6 @@ func externalServer(t *testing.T, perm string) (*testserver.Server, *client) {
 			}
 		}
 	})
-	cfg := &config.File{Agent: map[string]config.AgentConfig{"stub": {Description: "The ACP stub",
-		ACP: &config.ACPConfig{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{acpstub.Env: "1"}}}}}
-	if perm != "" {
-		cfg.Permission = json.RawMessage(perm)
-	}
-	srv := testserver.Start(t, testserver.Options{Config: cfg, Directory: dir})
-	return srv, newClient(t, srv)
 }
 
 // stubPIDs are the PIDs of the agent processes started in dir, in order.

@@ -106,6 +106,9 @@ type runner struct {
 	// todos is the session's todo list: the input of its latest completed
 	// todowrite call (remembered from the history, so it survives restarts).
 	todos []opencode.Todo
+	// extCostSeen is the external agent's cumulative session cost at its
+	// last usage_update (a message's cost is what it added).
+	extCostSeen float64
 	// titling: the session's title request is under way.
 	titling bool
 	// resume is set when the session's last turn was cut off by a shutdown
@@ -188,6 +191,10 @@ type step struct {
 	ext     bool
 	extID   string
 	extMeta json.RawMessage
+	// extUsage and extCost: the agent's last usage_update during this
+	// message (its context, and the cost it added).
+	extUsage provider.Usage
+	extCost  float64
 }
 
 func newRunner(m *Manager, st *state) *runner {

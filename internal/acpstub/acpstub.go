@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/opencode-server/opencode-server/acpclient"
 )
@@ -20,11 +21,21 @@ import (
 // Env is the variable that makes a test binary the agent.
 const Env = "OPENCODE_SERVER_ACP_STUB"
 
+// CapsEnv, if set, is the agentCapabilities initialize answers (JSON);
+// the default advertises loadSession and no prompt capabilities.
+const CapsEnv = "OPENCODE_SERVER_ACP_STUB_CAPS"
+
+// Replayed is what the stub replays of a session it loads (as a
+// user_message_chunk and an agent_message_chunk): a client shows none of it.
+const Replayed = "replayed history"
+
 // Files the stub writes in its working directory.
 const (
 	PIDFile       = "acpstub.pids"
 	PromptsFile   = "acpstub.prompts"
 	CancelledFile = "acpstub.cancelled"
+	// LoadsFile gets the session ID of each session/load.
+	LoadsFile = "acpstub.loads"
 	// NotesFile is what the Tool script reads through fs/read_text_file.
 	NotesFile = "notes.txt"
 )
@@ -41,12 +52,32 @@ const (
 	Crash = "crash"
 	// Wait says a word and waits for session/cancel, then answers cancelled.
 	Wait = "wait"
+	// Plan sends a plan of PlanEntries, then says "planned".
+	Plan = "plan"
+	// Usage says a word, then reports UsageUsed tokens in context of
+	// 200000 and a session cost of UsageCost USD.
+	Usage = "usage"
+	// Title sets the session's title to TitleText.
+	Title = "title"
 )
 
-// Prompt is one recorded session/prompt.
+// What the Plan, Usage and Title scripts send.
+var PlanEntries = []acpclient.PlanEntry{{Content: "read the code", Priority: "high", Status: "completed"},
+	{Content: "write the test", Priority: "medium", Status: "in_progress"}}
+
+const (
+	UsageUsed = 1234
+	UsageCost = 0.25
+	TitleText = "Named by the stub"
+)
+
+// Prompt is one recorded session/prompt: its session, the texts, and
+// every block as sent.
 type Prompt struct {
-	MessageID string   `json:"messageId"`
-	Texts     []string `json:"texts"`
+	SessionID string                   `json:"sessionId"`
+	MessageID string                   `json:"messageId"`
+	Texts     []string                 `json:"texts"`
+	Blocks    []acpclient.ContentBlock `json:"blocks"`
 }
 
 // MaybeServe serves ACP on stdio and exits, if Env is set.
@@ -55,7 +86,7 @@ func MaybeServe() {
 		return
 	}
 	appendLine(PIDFile, fmt.Sprint(os.Getpid()))
-	a := &stub{cancel: make(chan struct{}, 1)}
+	a := &stub{cancel: make(chan struct{}, 1), ready: make(chan struct{}), session: fmt.Sprint("stub-", os.Getpid())}
 	a.conn = acpclient.NewConn(os.Stdin, os.Stdout, acpclient.Handlers{
 		Notify: func(method string, _ json.RawMessage) {
 			if method == acpclient.MethodSessionCancel {
@@ -68,6 +99,7 @@ func MaybeServe() {
 		},
 		Request: a.serve,
 	})
+	close(a.ready)
 	<-a.conn.Done()
 	os.Exit(0)
 }
@@ -75,6 +107,16 @@ func MaybeServe() {
 type stub struct {
 	conn   *acpclient.Conn
 	cancel chan struct{}
+	// ready: conn is set (requests are served from its reading goroutine).
+	ready   chan struct{}
+	mu      sync.Mutex
+	session string
+}
+
+func (a *stub) sessionID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.session
 }
 
 func appendLine(name, line string) {
@@ -87,24 +129,44 @@ func appendLine(name, line string) {
 }
 
 func (a *stub) serve(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	<-a.ready
 	switch method {
 	case acpclient.MethodInitialize:
-		return map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}, "authMethods": []any{}}, nil
+		caps := json.RawMessage(`{"loadSession":true}`)
+		if c := os.Getenv(CapsEnv); c != "" {
+			caps = json.RawMessage(c)
+		}
+		return map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []any{}}, nil
 	case acpclient.MethodSessionNew:
-		return map[string]any{"sessionId": "stub-session"}, nil
+		return map[string]any{"sessionId": a.sessionID()}, nil
+	case acpclient.MethodSessionLoad:
+		var req acpclient.LoadSessionRequest
+		if err := json.Unmarshal(params, &req); err != nil {
+			return nil, err
+		}
+		appendLine(LoadsFile, req.SessionID)
+		a.mu.Lock()
+		a.session = req.SessionID
+		a.mu.Unlock()
+		a.say("user_message_chunk", Replayed, "")
+		a.say("agent_message_chunk", Replayed, "")
+		return map[string]any{}, nil
 	case acpclient.MethodSessionPrompt:
 		var req struct {
-			Prompt []acpclient.ContentBlock `json:"prompt"`
-			Meta   struct {
+			SessionID string                   `json:"sessionId"`
+			Prompt    []acpclient.ContentBlock `json:"prompt"`
+			Meta      struct {
 				MessageID string `json:"messageId"`
 			} `json:"_meta"`
 		}
 		if err := json.Unmarshal(params, &req); err != nil {
 			return nil, err
 		}
-		p := Prompt{MessageID: req.Meta.MessageID}
+		p := Prompt{SessionID: req.SessionID, MessageID: req.Meta.MessageID, Blocks: req.Prompt}
 		for _, b := range req.Prompt {
-			p.Texts = append(p.Texts, b.Text)
+			if b.Type == "text" {
+				p.Texts = append(p.Texts, b.Text)
+			}
 		}
 		b, _ := json.Marshal(p)
 		appendLine(PromptsFile, string(b))
@@ -118,7 +180,7 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 }
 
 func (a *stub) update(u map[string]any) {
-	_ = a.conn.Notify(acpclient.MethodSessionUpdate, map[string]any{"sessionId": "stub-session", "update": u})
+	_ = a.conn.Notify(acpclient.MethodSessionUpdate, map[string]any{"sessionId": a.sessionID(), "update": u})
 }
 
 func (a *stub) say(kind, text, messageID string) {
@@ -146,7 +208,7 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 			"kind": "read", "status": "pending", "rawInput": map[string]any{"path": notes},
 			"locations": []any{map[string]any{"path": notes}}})
 		var perm acpclient.RequestPermissionResponse
-		err := a.conn.Call(ctx, acpclient.MethodRequestPermission, map[string]any{"sessionId": "stub-session",
+		err := a.conn.Call(ctx, acpclient.MethodRequestPermission, map[string]any{"sessionId": a.sessionID(),
 			"toolCall": map[string]any{"toolCallId": "call-1"},
 			"options": []any{map[string]any{"optionId": "yes", "name": "Allow", "kind": "allow_once"},
 				map[string]any{"optionId": "no", "name": "Reject", "kind": "reject_once"}}}, &perm)
@@ -154,11 +216,11 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 			return nil, err
 		}
 		var read acpclient.ReadTextFileResponse
-		if err := a.conn.Call(ctx, acpclient.MethodReadTextFile, map[string]any{"sessionId": "stub-session", "path": notes}, &read); err != nil {
+		if err := a.conn.Call(ctx, acpclient.MethodReadTextFile, map[string]any{"sessionId": a.sessionID(), "path": notes}, &read); err != nil {
 			return nil, err
 		}
 		outside := "read"
-		if err := a.conn.Call(ctx, acpclient.MethodReadTextFile, map[string]any{"sessionId": "stub-session",
+		if err := a.conn.Call(ctx, acpclient.MethodReadTextFile, map[string]any{"sessionId": a.sessionID(),
 			"path": filepath.Join(filepath.Dir(cwd), "elsewhere.txt")}, nil); err != nil {
 			outside = "refused"
 		}
@@ -166,6 +228,19 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 			"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": read.Content}}}})
 		a.say("agent_message_chunk", fmt.Sprintf("permission=%s/%s notes=%s outside=%s", perm.Outcome.Outcome,
 			perm.Outcome.OptionID, strings.TrimSpace(read.Content), outside), "")
+		return endTurn()
+	case Plan:
+		a.update(map[string]any{"sessionUpdate": "plan", "entries": PlanEntries})
+		a.say("agent_message_chunk", "planned", "")
+		return endTurn()
+	case Usage:
+		a.say("agent_message_chunk", "counted", "")
+		a.update(map[string]any{"sessionUpdate": "usage_update", "used": UsageUsed, "size": 200000,
+			"cost": map[string]any{"amount": UsageCost, "currency": "USD"}})
+		return endTurn()
+	case Title:
+		a.update(map[string]any{"sessionUpdate": "session_info_update", "title": TitleText})
+		a.say("agent_message_chunk", "titled", "")
 		return endTurn()
 	case Crash:
 		a.say("agent_message_chunk", "about to crash", "")
