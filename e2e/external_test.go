@@ -30,25 +30,8 @@ func TestExternalOpencodeACP(t *testing.T) {
 	answer := "external answer " + randomTag()
 	stub := stubmodel.NewServer(t, stubmodel.Fixed(stubmodel.Response{Text: answer}), stubmodel.WithChunks(3),
 		stubmodel.WithDelay(20*time.Millisecond))
-	// The agent's own OpenCode configuration: the stub as its model.
-	agentCfg := `{"model":"stub/stub-model","small_model":"stub/stub-model","provider":{"stub":{"npm":"@ai-sdk/openai-compatible",` +
-		`"name":"Stub","options":{"baseURL":"` + stub.URL() + `","apiKey":"k"},"models":{"stub-model":{"name":"Stub Model",` +
-		`"tool_call":true,"limit":{"context":128000,"output":4096}}}}}}`
-	home := t.TempDir()
-	acp := map[string]any{"command": opencodeBin, "args": []string{"acp"}, "env": map[string]string{
-		"HOME":                          home,
-		"XDG_CONFIG_HOME":               filepath.Join(home, ".config"),
-		"XDG_DATA_HOME":                 filepath.Join(home, ".local", "share"),
-		"XDG_STATE_HOME":                filepath.Join(home, ".local", "state"),
-		"XDG_CACHE_HOME":                filepath.Join(home, ".cache"),
-		"OPENCODE_CONFIG_CONTENT":       agentCfg,
-		"OPENCODE_DISABLE_MODELS_FETCH": "1",
-		"OPENCODE_DISABLE_AUTOUPDATE":   "1",
-		"OPENCODE_DISABLE_SHARE":        "1",
-		"OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-	}}
 	cfg, err := json.Marshal(map[string]any{"agent": map[string]any{"oc": map[string]any{
-		"description": "OpenCode over ACP", "acp": acp}}})
+		"description": "OpenCode over ACP", "acp": opencodeACP(t, opencodeBin, stub.URL())}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +123,28 @@ func TestExternalOpencodeACP(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// opencodeACP is the acp block of an agent that is the real `opencode
+// acp`, in a home of its own, with the chat-completions stub at stubURL as
+// its model (its own OpenCode configuration).
+func opencodeACP(t *testing.T, opencodeBin, stubURL string) map[string]any {
+	agentCfg := `{"model":"stub/stub-model","small_model":"stub/stub-model","provider":{"stub":{"npm":"@ai-sdk/openai-compatible",` +
+		`"name":"Stub","options":{"baseURL":"` + stubURL + `","apiKey":"k"},"models":{"stub-model":{"name":"Stub Model",` +
+		`"tool_call":true,"limit":{"context":128000,"output":4096}}}}}}`
+	home := t.TempDir()
+	return map[string]any{"command": opencodeBin, "args": []string{"acp"}, "env": map[string]string{
+		"HOME":                          home,
+		"XDG_CONFIG_HOME":               filepath.Join(home, ".config"),
+		"XDG_DATA_HOME":                 filepath.Join(home, ".local", "share"),
+		"XDG_STATE_HOME":                filepath.Join(home, ".local", "state"),
+		"XDG_CACHE_HOME":                filepath.Join(home, ".cache"),
+		"OPENCODE_CONFIG_CONTENT":       agentCfg,
+		"OPENCODE_DISABLE_MODELS_FETCH": "1",
+		"OPENCODE_DISABLE_AUTOUPDATE":   "1",
+		"OPENCODE_DISABLE_SHARE":        "1",
+		"OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+	}}
 }
 
 type busEvent struct {

@@ -156,6 +156,9 @@ func (r *runner) onExternal(e *extMsg) {
 	tu := r.turn
 	if tu == nil || tu != e.tu || tu.step == nil {
 		// The turn ended (an abort): the agent's late words are dropped.
+		if e.update != nil {
+			r.m.log.Debug("external agent's update after its turn: dropped", "session", r.id, "update", e.update.SessionUpdate)
+		}
 		if e.perm != nil {
 			e.perm.resp <- askResp{action: "deny"}
 		}
@@ -226,6 +229,7 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 		if u.Content == nil || u.Content.Type != "text" {
 			return
 		}
+		st.extChars += len(u.Content.Text)
 		if u.SessionUpdate == "agent_message_chunk" {
 			r.delta(st, &st.text, textStream, u.Content.Text, st.extMeta)
 		} else {
@@ -236,11 +240,11 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 	case "plan":
 		r.extPlan(u.Entries)
 	case "usage_update":
-		// The context the agent fills now is the message's input tokens
-		// (what OpenCode's TUI shows as context); its cost is what the
-		// session's cumulative cost grew by.
+		// The context the agent fills now is the message's tokens (what
+		// OpenCode's TUI shows as context; extFinish splits it); its cost
+		// is what the session's cumulative cost grew by.
 		st := r.turn.step
-		st.extUsage = provider.Usage{Input: u.Used}
+		st.extUsed = u.Used
 		if u.Cost != nil {
 			add := u.Cost.Amount - r.extCostSeen
 			if add < 0 {
@@ -416,9 +420,21 @@ func kindPermission(kind, name string) string {
 // finish reason: its open tool calls are closed as aborted.
 func (r *runner) extFinish(st *step, reason string) {
 	st.streamed = true
-	st.finish = &provider.Chunk{Kind: provider.Finish, Reason: reason, Usage: st.extUsage}
+	st.finish = &provider.Chunk{Kind: provider.Finish, Reason: reason, Usage: extUsage(st)}
 	r.abortTools(r.outbox(), st, r.m.now())
 	r.endStep(nil)
+}
+
+// extUsage splits the context the agent reported into input and output
+// tokens: ACP says only how many are in context, and OpenCode's TUI counts
+// a message's context only when it has output tokens. The output is
+// estimated from the message's text (four characters a token).
+func extUsage(st *step) provider.Usage {
+	if st.extUsed <= 0 {
+		return provider.Usage{}
+	}
+	out := min(max(int64(st.extChars+3)/4, 1), st.extUsed)
+	return provider.Usage{Input: st.extUsed - out, Output: out}
 }
 
 // extDone ends an external turn as the agent's stop reason says.

@@ -214,6 +214,8 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 			}
 			if s := e.getSink(); s != nil {
 				s.update(n.Update)
+			} else {
+				log.Debug("session/update outside a turn: dropped", "update", n.Update.SessionUpdate)
 			}
 		},
 		Request: func(ctx context.Context, method string, params json.RawMessage) (any, error) {

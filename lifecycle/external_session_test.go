@@ -159,12 +159,14 @@ func TestExternalAgentUpdates(t *testing.T) {
 			var m struct {
 				Info struct {
 					Cost   float64
-					Tokens struct{ Input int64 }
+					Tokens struct{ Input, Output int64 }
 				} `json:"info"`
 			}
 			c.must("GET", "/session/"+sid+"/message/"+last.Info.ID, nil, 200).json(t, &m)
-			if m.Info.Tokens.Input != acpstub.UsageUsed || m.Info.Cost != acpstub.UsageCost {
-				t.Errorf("assistant tokens.input %d cost %v, want the agent's %d and %v", m.Info.Tokens.Input, m.Info.Cost, acpstub.UsageUsed, acpstub.UsageCost)
+			// The context the agent reported, its output estimated from
+			// the text ("counted": 2 tokens).
+			if tk := m.Info.Tokens; tk.Input != acpstub.UsageUsed-2 || tk.Output != 2 || m.Info.Cost != acpstub.UsageCost {
+				t.Errorf("assistant tokens %+v cost %v, want the agent's %d in context (output 2) and %v", tk, m.Info.Cost, acpstub.UsageUsed, acpstub.UsageCost)
 			}
 		}},
 		{acpstub.Title, func(t *testing.T, c *client, sid string, live *liveRecorder, last rawMessage) {

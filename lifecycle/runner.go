@@ -191,10 +191,12 @@ type step struct {
 	ext     bool
 	extID   string
 	extMeta json.RawMessage
-	// extUsage and extCost: the agent's last usage_update during this
-	// message (its context, and the cost it added).
-	extUsage provider.Usage
+	// extUsed and extCost: the agent's last usage_update during this
+	// message (its context, and the cost it added); extChars is how much
+	// text and reasoning it streamed.
+	extUsed  int64
 	extCost  float64
+	extChars int
 }
 
 func newRunner(m *Manager, st *state) *runner {
