@@ -151,9 +151,21 @@ type SessionUpdate struct {
 	Used int64 `json:"used,omitempty"`
 	Size int64 `json:"size,omitempty"`
 	Cost *Cost `json:"cost,omitempty"`
+	// available_commands_update
+	AvailableCommands []AvailableCommand `json:"availableCommands,omitempty"`
 	// session_info_update
 	Title *string `json:"-"`
 	raw   json.RawMessage
+}
+
+// AvailableCommand is a command the agent runs when a prompt starts with
+// "/name"; Input, when set, says it takes text after the name.
+type AvailableCommand struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Input       *struct {
+		Hint string `json:"hint"`
+	} `json:"input,omitempty"`
 }
 
 // PlanEntry is one entry of the agent's plan.
@@ -181,16 +193,17 @@ func (u *SessionUpdate) UnmarshalJSON(b []byte) error {
 		MessageIDAlt  string          `json:"messageID"`
 		Content       json.RawMessage `json:"content"`
 		ToolCall
-		Entries []PlanEntry `json:"entries"`
-		Used    int64       `json:"used"`
-		Size    int64       `json:"size"`
-		Cost    *Cost       `json:"cost"`
+		Entries []PlanEntry        `json:"entries"`
+		Used    int64              `json:"used"`
+		Size    int64              `json:"size"`
+		Cost    *Cost              `json:"cost"`
+		Cmds    []AvailableCommand `json:"availableCommands"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
 	*u = SessionUpdate{SessionUpdate: w.SessionUpdate, MessageID: w.MessageID, ToolCall: w.ToolCall,
-		Entries: w.Entries, Used: w.Used, Size: w.Size, Cost: w.Cost, raw: b}
+		Entries: w.Entries, Used: w.Used, Size: w.Size, Cost: w.Cost, AvailableCommands: w.Cmds, raw: b}
 	if w.SessionUpdate == "session_info_update" {
 		// The tool call's title is the session's here (null clears it:
 		// left alone).

@@ -1,15 +1,18 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/opencode-server/opencode-server/acpclient"
 	"github.com/opencode-server/opencode-server/agent"
+	slash "github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/tool"
 )
@@ -108,6 +111,41 @@ type externals struct {
 	mu     sync.Mutex
 	procs  map[string]*extProc
 	closed bool
+	// cmds are the commands each agent said it has, by directory and
+	// agent (its latest available_commands_update there).
+	cmds map[string]map[string][]acpclient.AvailableCommand
+}
+
+func (x *externals) setCommands(dir, agent string, cmds []acpclient.AvailableCommand) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.cmds == nil {
+		x.cmds = map[string]map[string][]acpclient.AvailableCommand{}
+	}
+	if x.cmds[dir] == nil {
+		x.cmds[dir] = map[string][]acpclient.AvailableCommand{}
+	}
+	x.cmds[dir][agent] = cmds
+}
+
+// ExternalCommands are the commands the external agents that ran in dir
+// said they have (available_commands_update), by agent and name: each
+// runs as a prompt "/name arguments" to its agent.
+func (m *Manager) ExternalCommands(dir string) []slash.Command {
+	m.ext.mu.Lock()
+	defer m.ext.mu.Unlock()
+	var out []slash.Command
+	for agent, cmds := range m.ext.cmds[dir] {
+		for _, c := range cmds {
+			tmpl := "/" + c.Name + " $ARGUMENTS"
+			out = append(out, slash.Command{Name: c.Name, Description: c.Description, Agent: agent, Source: "command",
+				Template: tmpl, Hints: slash.Hints(tmpl)})
+		}
+	}
+	slices.SortFunc(out, func(a, b slash.Command) int {
+		return cmp.Or(cmp.Compare(a.Agent, b.Agent), cmp.Compare(a.Name, b.Name))
+	})
+	return out
 }
 
 // agentError is a failure of an external agent, named for the user.
@@ -210,6 +248,12 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 			var n acpclient.SessionNotification
 			if err := json.Unmarshal(params, &n); err != nil {
 				log.Warn("bad session/update from the agent", "err", err)
+				return
+			}
+			if n.Update.SessionUpdate == "available_commands_update" {
+				// The agent's, whether a turn runs or not (agents send
+				// them after session/new).
+				x.setCommands(e.dir, e.agent, n.Update.AvailableCommands)
 				return
 			}
 			if s := e.getSink(); s != nil {

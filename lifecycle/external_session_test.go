@@ -250,3 +250,23 @@ func TestExternalAgentInput(t *testing.T) {
 		})
 	}
 }
+
+// TestExternalAgentCommands: the commands the agent lists
+// (available_commands_update) are in GET /command for its directory,
+// with the agent; running one sends "/name arguments" to that agent.
+func TestExternalAgentCommands(t *testing.T) {
+	_, c := externalServer(t, "")
+	sid := c.newSession()
+	c.externalPrompt(sid, "hello") // starts the agent
+	var cmds []struct{ Name, Agent, Description string }
+	c.must("GET", "/command", nil, 200).json(t, &cmds)
+	i := slices.IndexFunc(cmds, func(x struct{ Name, Agent, Description string }) bool { return x.Name == acpstub.Command })
+	if i < 0 || cmds[i].Agent != "stub" || cmds[i].Description != "The stub's command" {
+		t.Fatalf("GET /command: the agent's %s missing or not its: %+v", acpstub.Command, cmds)
+	}
+	var out v1Message
+	c.must("POST", "/session/"+sid+"/command", map[string]any{"command": acpstub.Command, "arguments": "a b"}, 200).json(t, &out)
+	if want := "echo: /" + acpstub.Command + " a b"; out.text() != want {
+		t.Errorf("the command's answer %q, want %q", out.text(), want)
+	}
+}

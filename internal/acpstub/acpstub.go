@@ -66,6 +66,9 @@ var PlanEntries = []acpclient.PlanEntry{{Content: "read the code", Priority: "hi
 	{Content: "write the test", Priority: "medium", Status: "in_progress"}}
 
 const (
+	// Command is the command the stub lists (available_commands_update)
+	// once its session is open.
+	Command   = "stubcmd"
 	UsageUsed = 1234
 	UsageCost = 0.25
 	TitleText = "Named by the stub"
@@ -138,6 +141,8 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		}
 		return map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []any{}}, nil
 	case acpclient.MethodSessionNew:
+		a.update(map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{
+			map[string]any{"name": Command, "description": "The stub's command", "input": map[string]any{"hint": "words"}}}})
 		return map[string]any{"sessionId": a.sessionID()}, nil
 	case acpclient.MethodSessionLoad:
 		var req acpclient.LoadSessionRequest
