@@ -28,18 +28,9 @@ func TestExternalOpencodeACP(t *testing.T) {
 	t.Parallel()
 	_, opencodeBin := binaries(t)
 	answer := "external answer " + randomTag()
-	stub := stubmodel.NewServer(t, stubmodel.Fixed(stubmodel.Response{Text: answer}), stubmodel.WithChunks(3),
-		stubmodel.WithDelay(20*time.Millisecond))
-	cfg, err := json.Marshal(map[string]any{"agent": map[string]any{"oc": map[string]any{
+	stub := answering(t, answer)
+	srv := startWithConfig(t, map[string]any{"agent": map[string]any{"oc": map[string]any{
 		"description": "OpenCode over ACP", "acp": opencodeACP(t, opencodeBin, stub.URL())}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "opencode.json")
-	if err := os.WriteFile(path, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServer(t, serverOptions{config: path})
 
 	var agents []struct{ Name, Mode string }
 	if err := srv.getJSON("/agent", &agents); err != nil {
@@ -123,6 +114,26 @@ func TestExternalOpencodeACP(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// answering is a chat-completions stub that streams answer, in three chunks.
+func answering(t *testing.T, answer string) *stubmodel.Server {
+	return stubmodel.NewServer(t, stubmodel.Fixed(stubmodel.Response{Text: answer}), stubmodel.WithChunks(3),
+		stubmodel.WithDelay(20*time.Millisecond))
+}
+
+// startWithConfig starts our server with cfg as its opencode.json.
+func startWithConfig(t *testing.T, cfg map[string]any) *server {
+	t.Helper()
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "opencode.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, serverOptions{config: path})
 }
 
 // opencodeACP is the acp block of an agent that is the real `opencode

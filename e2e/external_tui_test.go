@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -23,11 +20,10 @@ func TestTUIExternalAgent(t *testing.T) {
 	t.Parallel()
 	_, opencodeBin := binaries(t)
 	answer := "relayed answer " + strings.ToLower(randomTag())
-	agentStub := stubmodel.NewServer(t, stubmodel.Fixed(stubmodel.Response{Text: answer}), stubmodel.WithChunks(3),
-		stubmodel.WithDelay(20*time.Millisecond))
+	agentStub := answering(t, answer)
 	// Our own model (our agents, titles) answers something else.
 	ours := stubmodel.NewServer(t, stubmodel.Fixed(stubmodel.Response{Text: "our own model"}))
-	cfg, err := json.Marshal(map[string]any{
+	srv := startWithConfig(t, map[string]any{
 		"model": "stub/stub-model", "small_model": "stub/stub-model",
 		"provider": map[string]any{"stub": map[string]any{"npm": "@ai-sdk/openai-compatible", "name": "Stub",
 			"options": map[string]any{"baseURL": ours.URL(), "apiKey": "k"},
@@ -35,14 +31,6 @@ func TestTUIExternalAgent(t *testing.T) {
 		"agent": map[string]any{"relay": map[string]any{"description": "OpenCode over ACP",
 			"acp": opencodeACP(t, opencodeBin, agentStub.URL())}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "opencode.json")
-	if err := os.WriteFile(path, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	srv := startServer(t, serverOptions{config: path})
 	x := startTUI(t, srv)
 
 	// Tab cycles the primary agents (build, plan, relay): the prompt's
