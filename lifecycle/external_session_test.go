@@ -11,6 +11,8 @@ import (
 
 	"github.com/opencode-server/opencode-server/internal/acpstub"
 	"github.com/opencode-server/opencode-server/internal/testserver"
+	"github.com/opencode-server/opencode-server/store"
+	"github.com/opencode-server/opencode-server/store/storetest"
 )
 
 // storedAgentSession is the agent's session ID kept in our session's
@@ -98,39 +100,69 @@ func TestExternalAgentRestart(t *testing.T) {
 	}
 }
 
-// TestExternalAgentRestartMidTurn: our server stopped while the agent
-// answers closes the turn as interrupted; after the restart the turn is
-// not sent to the agent again (its session holds what it did) and the
-// session is idle, taking the next prompt.
+// TestExternalAgentRestartMidTurn: our server stopped (or crashed: its
+// store down, nothing the shutdown writes is kept) while the agent answers
+// closes the turn as interrupted, the agent's running tool call as an
+// aborted one; after the restart the turn is not sent to the agent again
+// (its session holds what it did) and the session is idle, taking the
+// next prompt.
 func TestExternalAgentRestartMidTurn(t *testing.T) {
-	opts := restartable(t, "")
-	srv := testserver.Start(t, opts)
-	c := newClient(t, srv)
-	sid := c.newSession()
-	live := recordLive(t, srv, sid)
-	c.must("POST", "/session/"+sid+"/prompt_async", map[string]any{"agent": "stub",
-		"parts": []any{map[string]any{"type": "text", "text": acpstub.Wait}}}, 204)
-	checkFor(t, 10*time.Second, "the agent's first words", func() bool { return live.count("message.part.delta") >= 1 })
-	srv.Stop()
+	for _, tc := range []struct {
+		name, script string
+		crash        bool
+	}{
+		{"shutdown", acpstub.Wait, false},
+		{"crash with a tool call running", acpstub.WaitTool, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := restartable(t, "")
+			st := &storetest.Failing{}
+			opts.WrapStore = func(s store.Store) store.Store { st.Store = s; return st }
+			srv := testserver.Start(t, opts)
+			c := newClient(t, srv)
+			sid := c.newSession()
+			live := recordLive(t, srv, sid)
+			c.must("POST", "/session/"+sid+"/prompt_async", map[string]any{"agent": "stub",
+				"parts": []any{map[string]any{"type": "text", "text": tc.script}}}, 204)
+			checkFor(t, 10*time.Second, "the agent's first words stored", func() bool {
+				return live.count("message.part.delta") >= 1 && (!tc.crash || storedRunning(t, srv, sid))
+			})
+			st.SetDown(tc.crash)
+			srv.Stop()
 
-	srv = testserver.Start(t, opts)
-	c = newClient(t, srv)
-	c.waitIdle(sid)
-	as := assistants(c.rawMessages(sid))
-	if len(as) != 1 || as[0].Info.Error == nil || as[0].Info.Error.Name != "MessageAbortedError" ||
-		!strings.HasPrefix(as[0].Info.Error.Data["message"].(string), "Interrupted by server") {
-		t.Fatalf("the cut-off turn: %+v, want one assistant message interrupted by the server", as)
+			opts.WrapStore = nil
+			srv = testserver.Start(t, opts)
+			c = newClient(t, srv)
+			c.waitIdle(sid)
+			as := assistants(c.rawMessages(sid))
+			if len(as) != 1 || as[0].Info.Error == nil || as[0].Info.Error.Name != "MessageAbortedError" ||
+				!strings.HasPrefix(as[0].Info.Error.Data["message"].(string), "Interrupted by server") {
+				t.Fatalf("the cut-off turn: %+v, want one assistant message interrupted by the server", as)
+			}
+			if tc.crash {
+				i := slices.IndexFunc(as[0].Parts, func(p rawPart) bool { return p.Type == "tool" })
+				if i < 0 || as[0].Parts[i].Tool != "execute" || as[0].Parts[i].State.Status != "error" {
+					t.Errorf("the agent's running call after the crash: %+v, want an error", as[0].Parts)
+				}
+			}
+			if got := c.externalPrompt(sid, "after"); got.Info.Error != nil || got.text() != "echo: after" {
+				t.Fatalf("prompt after the restart: %+v %q", got.Info.Error, got.text())
+			}
+			var texts []string
+			for _, p := range stubPrompts(t, opts.Directory) {
+				texts = append(texts, p.Texts...)
+			}
+			if !slices.Equal(texts, []string{tc.script, "after"}) {
+				t.Errorf("the agent got prompts %q, want the cut-off one once, then the next", texts)
+			}
+		})
 	}
-	if got := c.externalPrompt(sid, "after"); got.Info.Error != nil || got.text() != "echo: after" {
-		t.Fatalf("prompt after the restart: %+v %q", got.Info.Error, got.text())
-	}
-	var texts []string
-	for _, p := range stubPrompts(t, opts.Directory) {
-		texts = append(texts, p.Texts...)
-	}
-	if !slices.Equal(texts, []string{acpstub.Wait, "after"}) {
-		t.Errorf("the agent got prompts %q, want the cut-off one once, then the next", texts)
-	}
+}
+
+// storedRunning reports whether the session's stored tool call runs.
+func storedRunning(t *testing.T, srv *testserver.Server, sid string) bool {
+	p, ok := storedTool(t, srv, sid)
+	return ok && p.State.Status == "running"
 }
 
 // TestExternalAgentUpdates: the agent's plan is the session's todos (a

@@ -52,6 +52,9 @@ const (
 	Crash = "crash"
 	// Wait says a word and waits for session/cancel, then answers cancelled.
 	Wait = "wait"
+	// WaitTool starts an execute tool call (call-w, in progress), then
+	// waits as Wait does.
+	WaitTool = "waittool"
 	// Plan sends a plan of PlanEntries, then says "planned".
 	Plan = "plan"
 	// Usage says a word, then reports UsageUsed tokens in context of
@@ -250,7 +253,11 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 	case Crash:
 		a.say("agent_message_chunk", "about to crash", "")
 		os.Exit(3)
-	case Wait:
+	case Wait, WaitTool:
+		if script == WaitTool {
+			a.update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call-w", "title": "Run it",
+				"kind": "execute", "status": "in_progress", "rawInput": map[string]any{"command": "sleep 100"}})
+		}
 		a.say("agent_message_chunk", "waiting", "")
 		select {
 		case <-a.cancel:
