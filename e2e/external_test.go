@@ -125,6 +125,12 @@ func answering(t *testing.T, answer string) *stubmodel.Server {
 // startWithConfig starts our server with cfg as its opencode.json.
 func startWithConfig(t *testing.T, cfg map[string]any) *server {
 	t.Helper()
+	return startServer(t, serverOptions{config: writeConfig(t, cfg)})
+}
+
+// writeConfig writes cfg as an opencode.json and returns its path.
+func writeConfig(t *testing.T, cfg map[string]any) string {
+	t.Helper()
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +139,7 @@ func startWithConfig(t *testing.T, cfg map[string]any) *server {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return startServer(t, serverOptions{config: path})
+	return path
 }
 
 // opencodeACP is the acp block of an agent that is the real `opencode
