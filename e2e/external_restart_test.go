@@ -19,19 +19,9 @@ func TestExternalOpencodeACPRestart(t *testing.T) {
 	_, opencodeBin := binaries(t)
 	first := "first answer " + randomTag()
 	stub := answering(t, first)
-	cfg := writeConfig(t, map[string]any{"agent": map[string]any{"oc": map[string]any{
-		"description": "OpenCode over ACP", "acp": opencodeACP(t, opencodeBin, stub.URL())}}})
-	opts := serverOptions{config: cfg, data: t.TempDir(), dir: t.TempDir()}
-
+	opts := serverOptions{config: writeConfig(t, ocConfig(t, opencodeBin, stub.URL())), data: t.TempDir(), dir: t.TempDir()}
 	srv := startServer(t, opts)
-	status, body, err := srv.post("/session", "{}")
-	if err != nil || status != 200 {
-		t.Fatalf("POST /session: %d %s %v", status, body, err)
-	}
-	var sess sessionInfo
-	if err := json.Unmarshal(body, &sess); err != nil {
-		t.Fatal(err)
-	}
+	sess := newSessionOn(t, srv)
 	prompt := func(srv *server, text string) {
 		t.Helper()
 		status, body, err := srv.post("/session/"+sess.ID+"/message", `{"agent":"oc","parts":[{"type":"text","text":"`+text+`"}]}`)

@@ -28,9 +28,7 @@ func TestExternalOpencodeACP(t *testing.T) {
 	t.Parallel()
 	_, opencodeBin := binaries(t)
 	answer := "external answer " + randomTag()
-	stub := answering(t, answer)
-	srv := startWithConfig(t, map[string]any{"agent": map[string]any{"oc": map[string]any{
-		"description": "OpenCode over ACP", "acp": opencodeACP(t, opencodeBin, stub.URL())}}})
+	srv := startWithConfig(t, ocConfig(t, opencodeBin, answering(t, answer).URL()))
 
 	var agents []struct{ Name, Mode string }
 	if err := srv.getJSON("/agent", &agents); err != nil {
@@ -41,15 +39,8 @@ func TestExternalOpencodeACP(t *testing.T) {
 	}
 
 	events := watchEvents(t, srv)
-	status, body, err := srv.post("/session", "{}")
-	if err != nil || status != 200 {
-		t.Fatalf("POST /session: %d %s %v", status, body, err)
-	}
-	var sess sessionInfo
-	if err := json.Unmarshal(body, &sess); err != nil {
-		t.Fatal(err)
-	}
-	status, body, err = srv.post("/session/"+sess.ID+"/prompt_async",
+	sess := newSessionOn(t, srv)
+	status, body, err := srv.post("/session/"+sess.ID+"/prompt_async",
 		`{"agent":"oc","parts":[{"type":"text","text":"say something"}]}`)
 	if err != nil || status != 204 {
 		t.Fatalf("prompt_async: %d %s %v", status, body, err)
@@ -114,6 +105,27 @@ func TestExternalOpencodeACP(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// ocConfig is an opencode.json whose agent oc is the real `opencode acp`
+// on the chat-completions stub at stubURL.
+func ocConfig(t *testing.T, opencodeBin, stubURL string) map[string]any {
+	return map[string]any{"agent": map[string]any{"oc": map[string]any{
+		"description": "OpenCode over ACP", "acp": opencodeACP(t, opencodeBin, stubURL)}}}
+}
+
+// newSessionOn creates a session on srv (POST /session).
+func newSessionOn(t *testing.T, srv *server) sessionInfo {
+	t.Helper()
+	status, body, err := srv.post("/session", "{}")
+	if err != nil || status != 200 {
+		t.Fatalf("POST /session: %d %s %v", status, body, err)
+	}
+	var sess sessionInfo
+	if err := json.Unmarshal(body, &sess); err != nil {
+		t.Fatal(err)
+	}
+	return sess
 }
 
 // answering is a chat-completions stub that streams answer, in three chunks.
