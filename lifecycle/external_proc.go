@@ -48,7 +48,7 @@ type extMsg struct {
 	done   bool
 	stop   string
 	err    error
-	// sessionID is the agent's session (agent's) to store with ours.
+	// agent and sessionID: that agent's session ID, to store with ours.
 	agent, sessionID string
 }
 
