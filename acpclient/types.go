@@ -10,6 +10,7 @@ const (
 	MethodInitialize        = "initialize"
 	MethodAuthenticate      = "authenticate"
 	MethodSessionNew        = "session/new"
+	MethodSessionLoad       = "session/load"
 	MethodSessionPrompt     = "session/prompt"
 	MethodSessionCancel     = "session/cancel"
 	MethodSessionUpdate     = "session/update"
@@ -45,10 +46,10 @@ type Implementation struct {
 
 // InitializeResponse is initialize's result (what this client reads of it).
 type InitializeResponse struct {
-	ProtocolVersion   int             `json:"protocolVersion"`
-	AgentCapabilities json.RawMessage `json:"agentCapabilities,omitempty"`
-	AgentInfo         *Implementation `json:"agentInfo,omitempty"`
-	AuthMethods       []AuthMethod    `json:"authMethods,omitempty"`
+	ProtocolVersion   int               `json:"protocolVersion"`
+	AgentCapabilities AgentCapabilities `json:"agentCapabilities"`
+	AgentInfo         *Implementation   `json:"agentInfo,omitempty"`
+	AuthMethods       []AuthMethod      `json:"authMethods,omitempty"`
 }
 
 // AuthMethod is a way the agent offers to authenticate; Type "env_var"
@@ -76,6 +77,28 @@ type AuthenticateRequest struct {
 	MethodID string `json:"methodId"`
 }
 
+// AgentCapabilities are what the agent says it does (what this client
+// reads of them).
+type AgentCapabilities struct {
+	LoadSession        bool               `json:"loadSession"`
+	PromptCapabilities PromptCapabilities `json:"promptCapabilities"`
+}
+
+// PromptCapabilities are the content blocks a prompt may hold beyond text
+// and resource links.
+type PromptCapabilities struct {
+	Image           bool `json:"image"`
+	EmbeddedContext bool `json:"embeddedContext"`
+}
+
+// LoadSessionRequest is session/load's params (its result is empty; the
+// agent replays the session's history as updates before answering).
+type LoadSessionRequest struct {
+	SessionID  string `json:"sessionId"`
+	Cwd        string `json:"cwd"`
+	MCPServers []any  `json:"mcpServers"`
+}
+
 // NewSessionRequest is session/new's params.
 type NewSessionRequest struct {
 	Cwd        string `json:"cwd"`
@@ -87,10 +110,24 @@ type NewSessionResponse struct {
 	SessionID string `json:"sessionId"`
 }
 
-// ContentBlock is a content block (text only is sent in this slice).
+// ContentBlock is a content block: text, image (Data, MimeType),
+// resource_link (URI, Name, MimeType) or resource (Resource).
 type ContentBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text,omitempty"`
+	Type     string            `json:"type"`
+	Text     string            `json:"text,omitempty"`
+	Data     string            `json:"data,omitempty"`
+	MimeType string            `json:"mimeType,omitempty"`
+	URI      string            `json:"uri,omitempty"`
+	Name     string            `json:"name,omitempty"`
+	Resource *EmbeddedResource `json:"resource,omitempty"`
+}
+
+// EmbeddedResource is a resource block's contents: text, or base64 Blob.
+type EmbeddedResource struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Blob     string `json:"blob,omitempty"`
 }
 
 // PromptRequest is session/prompt's params; Meta carries our message ID.
@@ -134,7 +171,41 @@ type SessionUpdate struct {
 	MessageID string        `json:"messageId,omitempty"`
 	// tool_call, tool_call_update
 	ToolCall
-	raw json.RawMessage
+	// plan
+	Entries []PlanEntry `json:"entries,omitempty"`
+	// usage_update: tokens in context, the context window, the session's
+	// cumulative cost.
+	Used int64 `json:"used,omitempty"`
+	Size int64 `json:"size,omitempty"`
+	Cost *Cost `json:"cost,omitempty"`
+	// available_commands_update
+	AvailableCommands []AvailableCommand `json:"availableCommands,omitempty"`
+	// session_info_update
+	Title *string `json:"-"`
+	raw   json.RawMessage
+}
+
+// AvailableCommand is a command the agent runs when a prompt starts with
+// "/name"; Input, when set, says it takes text after the name.
+type AvailableCommand struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Input       *struct {
+		Hint string `json:"hint"`
+	} `json:"input,omitempty"`
+}
+
+// PlanEntry is one entry of the agent's plan.
+type PlanEntry struct {
+	Content  string `json:"content"`
+	Priority string `json:"priority"`
+	Status   string `json:"status"`
+}
+
+// Cost is an amount in a currency.
+type Cost struct {
+	Amount   float64 `json:"amount"`
+	Currency string  `json:"currency"`
 }
 
 // Raw is the update as the agent sent it.
@@ -149,11 +220,26 @@ func (u *SessionUpdate) UnmarshalJSON(b []byte) error {
 		MessageIDAlt  string          `json:"messageID"`
 		Content       json.RawMessage `json:"content"`
 		ToolCall
+		Entries []PlanEntry        `json:"entries"`
+		Used    int64              `json:"used"`
+		Size    int64              `json:"size"`
+		Cost    *Cost              `json:"cost"`
+		Cmds    []AvailableCommand `json:"availableCommands"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*u = SessionUpdate{SessionUpdate: w.SessionUpdate, MessageID: w.MessageID, ToolCall: w.ToolCall, raw: b}
+	*u = SessionUpdate{SessionUpdate: w.SessionUpdate, MessageID: w.MessageID, ToolCall: w.ToolCall,
+		Entries: w.Entries, Used: w.Used, Size: w.Size, Cost: w.Cost, AvailableCommands: w.Cmds, raw: b}
+	if w.SessionUpdate == "session_info_update" {
+		// The tool call's title is the session's here (null clears it:
+		// left alone).
+		var info struct {
+			Title *string `json:"title"`
+		}
+		_ = json.Unmarshal(b, &info)
+		u.Title, u.ToolCall.Title = info.Title, ""
+	}
 	if u.MessageID == "" {
 		u.MessageID = w.MessageIDAlt
 	}

@@ -25,26 +25,7 @@ func TestExternalOpencodeACP(t *testing.T) {
 	t.Parallel()
 	_, opencodeBin := binaries(t)
 	answer := "external answer " + randomTag()
-	stub := stubmodel.NewServer(t, stubmodel.Fixed(stubmodel.Response{Text: answer}), stubmodel.WithChunks(3),
-		stubmodel.WithDelay(20*time.Millisecond))
-	// The agent's own OpenCode configuration: the stub as its model.
-	agentCfg := `{"model":"stub/stub-model","small_model":"stub/stub-model","provider":{"stub":{"npm":"@ai-sdk/openai-compatible",` +
-		`"name":"Stub","options":{"baseURL":"` + stub.URL() + `","apiKey":"k"},"models":{"stub-model":{"name":"Stub Model",` +
-		`"tool_call":true,"limit":{"context":128000,"output":4096}}}}}}`
-	home := t.TempDir()
-	acp := map[string]any{"command": opencodeBin, "args": []string{"acp"}, "env": map[string]string{
-		"HOME":                          home,
-		"XDG_CONFIG_HOME":               filepath.Join(home, ".config"),
-		"XDG_DATA_HOME":                 filepath.Join(home, ".local", "share"),
-		"XDG_STATE_HOME":                filepath.Join(home, ".local", "state"),
-		"XDG_CACHE_HOME":                filepath.Join(home, ".cache"),
-		"OPENCODE_CONFIG_CONTENT":       agentCfg,
-		"OPENCODE_DISABLE_MODELS_FETCH": "1",
-		"OPENCODE_DISABLE_AUTOUPDATE":   "1",
-		"OPENCODE_DISABLE_SHARE":        "1",
-		"OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-	}}
-	srv := externalAgentServer(t, "oc", "OpenCode over ACP", acp, "")
+	srv := startWithConfig(t, ocConfig(t, opencodeBin, answering(t, answer).URL()))
 
 	var agents []struct{ Name, Mode string }
 	if err := srv.getJSON("/agent", &agents); err != nil {
@@ -63,6 +44,61 @@ func TestExternalOpencodeACP(t *testing.T) {
 	checkAgentStops(t, srv)
 }
 
+// ocConfig is an opencode.json whose agent oc is the real `opencode acp`
+// on the chat-completions stub at stubURL.
+func ocConfig(t *testing.T, opencodeBin, stubURL string) map[string]any {
+	return map[string]any{"agent": map[string]any{"oc": map[string]any{
+		"description": "OpenCode over ACP", "acp": opencodeACP(t, opencodeBin, stubURL)}}}
+}
+
+// answering is a chat-completions stub that streams answer, in three chunks.
+func answering(t *testing.T, answer string) *stubmodel.Server {
+	return stubmodel.NewServer(t, stubmodel.Fixed(stubmodel.Response{Text: answer}), stubmodel.WithChunks(3),
+		stubmodel.WithDelay(20*time.Millisecond))
+}
+
+// startWithConfig starts our server with cfg as its opencode.json.
+func startWithConfig(t *testing.T, cfg map[string]any) *server {
+	t.Helper()
+	return startServer(t, serverOptions{config: writeConfig(t, cfg)})
+}
+
+// writeConfig writes cfg as an opencode.json and returns its path.
+func writeConfig(t *testing.T, cfg map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "opencode.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// opencodeACP is the acp block of an agent that is the real `opencode
+// acp`, in a home of its own, with the chat-completions stub at stubURL as
+// its model (its own OpenCode configuration).
+func opencodeACP(t *testing.T, opencodeBin, stubURL string) map[string]any {
+	agentCfg := `{"model":"stub/stub-model","small_model":"stub/stub-model","provider":{"stub":{"npm":"@ai-sdk/openai-compatible",` +
+		`"name":"Stub","options":{"baseURL":"` + stubURL + `","apiKey":"k"},"models":{"stub-model":{"name":"Stub Model",` +
+		`"tool_call":true,"limit":{"context":128000,"output":4096}}}}}}`
+	home := t.TempDir()
+	return map[string]any{"command": opencodeBin, "args": []string{"acp"}, "env": map[string]string{
+		"HOME":                          home,
+		"XDG_CONFIG_HOME":               filepath.Join(home, ".config"),
+		"XDG_DATA_HOME":                 filepath.Join(home, ".local", "share"),
+		"XDG_STATE_HOME":                filepath.Join(home, ".local", "state"),
+		"XDG_CACHE_HOME":                filepath.Join(home, ".cache"),
+		"OPENCODE_CONFIG_CONTENT":       agentCfg,
+		"OPENCODE_DISABLE_MODELS_FETCH": "1",
+		"OPENCODE_DISABLE_AUTOUPDATE":   "1",
+		"OPENCODE_DISABLE_SHARE":        "1",
+		"OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+	}}
+}
+
 type busEvent struct {
 	Type       string `json:"type"`
 	Properties struct {
@@ -76,16 +112,8 @@ type busEvent struct {
 // opencode.json has the external agent name with this acp block.
 func externalAgentServer(t *testing.T, name, description string, acp map[string]any, dir string) *server {
 	t.Helper()
-	cfg, err := json.Marshal(map[string]any{"agent": map[string]any{name: map[string]any{
-		"description": description, "acp": acp}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "opencode.json")
-	if err := os.WriteFile(path, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return startServer(t, serverOptions{config: path, dir: dir})
+	cfg := map[string]any{"agent": map[string]any{name: map[string]any{"description": description, "acp": acp}}}
+	return startServer(t, serverOptions{config: writeConfig(t, cfg), dir: dir})
 }
 
 // watchEvents reads the server's GET /event until the test ends.

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -32,7 +33,14 @@ func (r *runner) startExternal(a agent.Agent) {
 	tu := r.turn
 	tu.ext = &extTurn{sending: map[string]int64{}}
 	r.extStep("")
-	blocks := extBlocks(tu.inputs)
+	var parts []opencode.Part
+	for _, in := range tu.inputs {
+		for _, p := range in.Parts {
+			if !p.Ignored {
+				parts = append(parts, p)
+			}
+		}
+	}
 	if !r.owned() {
 		r.fenced()
 		return
@@ -47,14 +55,54 @@ func (r *runner) startExternal(a agent.Agent) {
 			return r.extAsk(ctx, tu, post, req)
 		},
 		started: func(e *extProc) { post(&extMsg{started: e}) },
+		session: func(id string) { r.post(streamMsg{ext: &extMsg{agent: a.Name, sessionID: id}}) },
 	}
-	session, dir, parent := r.id, r.sess.Directory, tu.parentID
+	req := extReq{session: r.id, dir: r.sess.Directory, messageID: tu.parentID, parts: parts,
+		load: extSessionID(r.sess.Metadata, a.Name)}
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()
-		stop, err := r.m.ext.prompt(tu.ctx, session, dir, a, blocks, parent, sink)
+		stop, err := r.m.ext.prompt(tu.ctx, req, a, sink)
 		post(&extMsg{done: true, stop: stop, err: err})
 	}()
+}
+
+// The agent's session ID is kept in our session's metadata, under "acp"
+// and the agent's name: {"acp": {"claude": {"sessionId": "..."}}}; after
+// a restart the agent's process loads it (session/load).
+
+// extSessionID is the agent's session stored with ours ("" when none).
+func extSessionID(meta json.RawMessage, agent string) string {
+	var md struct {
+		ACP map[string]struct {
+			SessionID string `json:"sessionId"`
+		} `json:"acp"`
+	}
+	_ = json.Unmarshal(meta, &md)
+	return md.ACP[agent].SessionID
+}
+
+// withExtSessionID is meta with the agent's session ID set; the rest of
+// the metadata (the user's) is kept.
+func withExtSessionID(meta json.RawMessage, agent, id string) json.RawMessage {
+	md := map[string]any{}
+	_ = json.Unmarshal(meta, &md)
+	acp, _ := md["acp"].(map[string]any)
+	if acp == nil {
+		acp = map[string]any{}
+	}
+	acp[agent] = map[string]any{"sessionId": id}
+	md["acp"] = acp
+	return mustJSON(md)
+}
+
+// extSession stores the agent's session ID with the session.
+func (r *runner) extSession(agent, id string) {
+	s := r.sess
+	s.Metadata = withExtSessionID(s.Metadata, agent, id)
+	if _, err := r.saveSession(r.outbox(), s); err != nil {
+		r.m.log.Warn("could not store the external agent's session", "session", r.id, "agent", agent, "err", err)
+	}
 }
 
 // extAsk runs on the connection's goroutine: the runner decides through
@@ -103,9 +151,16 @@ func (r *runner) extAsk(ctx context.Context, tu *turn, post func(*extMsg), req a
 
 // onExternal handles an external turn's news on the runner.
 func (r *runner) onExternal(e *extMsg) {
+	if e.sessionID != "" {
+		r.extSession(e.agent, e.sessionID)
+		return
+	}
 	tu := r.turn
 	if tu == nil || tu != e.tu || tu.step == nil {
 		// The turn ended (an abort): the agent's late words are dropped.
+		if e.update != nil {
+			r.m.log.Debug("external agent's update after its turn: dropped", "session", r.id, "update", e.update.SessionUpdate)
+		}
 		if e.perm != nil {
 			e.perm.resp <- askResp{action: "deny"}
 		}
@@ -186,6 +241,7 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 		if u.Content == nil || u.Content.Type != "text" {
 			return
 		}
+		st.extChars += len(u.Content.Text)
 		if u.SessionUpdate == "agent_message_chunk" {
 			r.delta(st, &st.text, textStream, u.Content.Text, st.extMeta)
 		} else {
@@ -196,7 +252,47 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 		r.extTool(r.turn.step, &u.ToolCall)
 	case "tool_call_update":
 		r.extTool(r.turn.step, &u.ToolCall)
+	case "plan":
+		r.extPlan(u.Entries)
+	case "usage_update":
+		// The context the agent fills now is the message's tokens (what
+		// OpenCode's TUI shows as context; extFinish splits it); its cost
+		// is what the session's cumulative cost grew by.
+		st := r.turn.step
+		st.extUsed = u.Used
+		if u.Cost != nil {
+			add := u.Cost.Amount - r.extCostSeen
+			if add < 0 {
+				add = u.Cost.Amount // another process of the agent: counted anew
+			}
+			r.extCostSeen = u.Cost.Amount
+			st.extCost += add
+		}
+	case "session_info_update":
+		if u.Title != nil && *u.Title != "" && *u.Title != r.sess.Title {
+			if _, err := r.update(opencode.SessionPatch{Title: u.Title}); err != nil {
+				r.m.log.Warn("could not store the external agent's title", "session", r.id, "err", err)
+			}
+		}
 	}
+}
+
+// extPlan is the agent's plan as our todowrite tool records one: a
+// completed todowrite call whose input is the list (the TUI shows it, GET
+// /session/{id}/todo and todo.updated have it, a restart remembers it).
+func (r *runner) extPlan(entries []acpclient.PlanEntry) {
+	todos := make([]opencode.Todo, 0, len(entries))
+	open := 0
+	for _, e := range entries {
+		todos = append(todos, opencode.Todo{Content: e.Content, Status: e.Status, Priority: e.Priority})
+		if e.Status != "completed" {
+			open++
+		}
+	}
+	input := mustJSON(map[string]any{"todos": todos})
+	r.extTool(r.turn.step, &acpclient.ToolCall{ToolCallID: "plan_" + r.m.ids.NewPart(), Kind: "todowrite",
+		Title: fmt.Sprintf("%d todos", open), Status: acpclient.ToolCompleted, RawInput: input,
+		RawOutput: mustJSON(string(mustJSON(todos)))})
 }
 
 // extTool opens or updates the tool part of the agent's tool call.
@@ -339,9 +435,21 @@ func kindPermission(kind, name string) string {
 // finish reason: its open tool calls are closed as aborted.
 func (r *runner) extFinish(st *step, reason string) {
 	st.streamed = true
-	st.finish = &provider.Chunk{Kind: provider.Finish, Reason: reason}
+	st.finish = &provider.Chunk{Kind: provider.Finish, Reason: reason, Usage: extUsage(st)}
 	r.abortTools(r.outbox(), st, r.m.now())
 	r.endStep(nil)
+}
+
+// extUsage splits the context the agent reported into input and output
+// tokens: ACP says only how many are in context, and OpenCode's TUI counts
+// a message's context only when it has output tokens. The output is
+// estimated from the message's text (four characters a token).
+func extUsage(st *step) provider.Usage {
+	if st.extUsed <= 0 {
+		return provider.Usage{}
+	}
+	out := min(max(int64(st.extChars+3)/4, 1), st.extUsed)
+	return provider.Usage{Input: st.extUsed - out, Output: out}
 }
 
 // extDone ends an external turn as the agent's stop reason says.

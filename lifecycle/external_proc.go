@@ -1,15 +1,18 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/opencode-server/opencode-server/acpclient"
 	"github.com/opencode-server/opencode-server/agent"
+	slash "github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/tool"
 )
@@ -49,6 +52,8 @@ type extMsg struct {
 	// agent's answer to a steer (external_steer.go).
 	started *extProc
 	steered *extSteered
+	// agent and sessionID: that agent's session ID, to store with ours.
+	agent, sessionID string
 }
 
 // extPerm is the agent's session/request_permission, answered on the runner.
@@ -63,15 +68,29 @@ type extSink struct {
 	permission func(ctx context.Context, req acpclient.RequestPermissionRequest) acpclient.RequestPermissionResponse
 	// started: the prompt goes out on this process (steers may follow it).
 	started func(*extProc)
+	// session gets the agent's session ID when it is not the one loaded
+	// (to be stored with ours).
+	session func(id string)
+}
+
+// extReq is one prompt to a session's agent.
+type extReq struct {
+	session, dir string
+	// messageID is our user message's (sent in _meta).
+	messageID string
+	// load is the agent's session stored with ours, to continue ("" none).
+	load  string
+	parts []opencode.Part
 }
 
 // extProc is one session's agent process.
 type extProc struct {
 	session, agent, dir string
 	p                   *acpclient.Process
-	// sessionID is the agent's session; steering: it takes
-	// `_session/steering` (see steer).
+	// sessionID is the agent's session; caps what it said it does;
+	// steering: it takes `_session/steering` (see steer).
 	sessionID string
+	caps      acpclient.AgentCapabilities
 	steering  bool
 	// lease is held by the turn using it (one at a time: a cancelled
 	// prompt finishes before the next starts).
@@ -100,6 +119,41 @@ type externals struct {
 	mu     sync.Mutex
 	procs  map[string]*extProc
 	closed bool
+	// cmds are the commands each agent said it has, by directory and
+	// agent (its latest available_commands_update there).
+	cmds map[string]map[string][]acpclient.AvailableCommand
+}
+
+func (x *externals) setCommands(dir, agent string, cmds []acpclient.AvailableCommand) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.cmds == nil {
+		x.cmds = map[string]map[string][]acpclient.AvailableCommand{}
+	}
+	if x.cmds[dir] == nil {
+		x.cmds[dir] = map[string][]acpclient.AvailableCommand{}
+	}
+	x.cmds[dir][agent] = cmds
+}
+
+// ExternalCommands are the commands the external agents that ran in dir
+// said they have (available_commands_update), by agent and name: each
+// runs as a prompt "/name arguments" to its agent.
+func (m *Manager) ExternalCommands(dir string) []slash.Command {
+	m.ext.mu.Lock()
+	defer m.ext.mu.Unlock()
+	var out []slash.Command
+	for agent, cmds := range m.ext.cmds[dir] {
+		for _, c := range cmds {
+			tmpl := "/" + c.Name + " $ARGUMENTS"
+			out = append(out, slash.Command{Name: c.Name, Description: c.Description, Agent: agent, Source: "command",
+				Template: tmpl, Hints: slash.Hints(tmpl)})
+		}
+	}
+	slices.SortFunc(out, func(a, b slash.Command) int {
+		return cmp.Or(cmp.Compare(a.Agent, b.Agent), cmp.Compare(a.Name, b.Name))
+	})
+	return out
 }
 
 // agentError is a failure of an external agent, named for the user.
@@ -109,7 +163,8 @@ func agentError(a agent.Agent, what string, err error) error {
 
 // acquire returns the session's process for agent a, started (initialize,
 // session/new) if there is none, leased to the caller until release.
-func (x *externals) acquire(ctx context.Context, session, dir string, a agent.Agent) (*extProc, error) {
+func (x *externals) acquire(ctx context.Context, req extReq, a agent.Agent) (*extProc, error) {
+	session, dir := req.session, req.dir
 	for {
 		x.mu.Lock()
 		if x.closed {
@@ -131,7 +186,7 @@ func (x *externals) acquire(ctx context.Context, session, dir string, a agent.Ag
 				return nil, err
 			}
 			x.mu.Unlock()
-			if err := x.start(ctx, e, a); err != nil {
+			if err := x.start(ctx, e, a, req.load); err != nil {
 				x.drop(e)
 				return nil, err
 			}
@@ -187,8 +242,10 @@ func (x *externals) reserve(session, dir string, a agent.Agent) (*extProc, error
 	return e, nil
 }
 
-// start runs the agent's process and opens its session.
-func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent) error {
+// start runs the agent's process and opens its session: load, the one
+// stored with ours, when there is one and the agent can load sessions,
+// else a new one.
+func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load string) error {
 	log := x.m.log.With("agent", a.Name, "session", e.session)
 	spec := acpclient.Spec{Command: a.ACP.Command, Args: a.ACP.Args, Env: a.ACP.Env}
 	p, err := acpclient.Start(spec, e.dir, log, acpclient.Handlers{
@@ -201,8 +258,16 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent) error 
 				log.Warn("bad session/update from the agent", "err", err)
 				return
 			}
+			if n.Update.SessionUpdate == "available_commands_update" {
+				// The agent's, whether a turn runs or not (agents send
+				// them after session/new).
+				x.setCommands(e.dir, e.agent, n.Update.AvailableCommands)
+				return
+			}
 			if s := e.getSink(); s != nil {
 				s.update(n.Update)
+			} else {
+				log.Debug("session/update outside a turn: dropped", "update", n.Update.SessionUpdate)
 			}
 		},
 		Request: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
@@ -236,6 +301,28 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent) error 
 	}
 	var ir acpclient.InitializeResponse
 	_ = json.Unmarshal(init, &ir) // what it offers; steering is read from the raw answer
+	e.caps = ir.AgentCapabilities
+	e.steering = acpclient.SupportsSteering(init)
+	if load != "" {
+		if e.caps.LoadSession {
+			// The history it replays meanwhile goes nowhere: no sink yet.
+			err := p.Call(ctx, acpclient.MethodSessionLoad, acpclient.LoadSessionRequest{SessionID: load, Cwd: e.dir, MCPServers: []any{}}, nil)
+			if err == nil {
+				e.sessionID = load
+				log.Info("external agent started", "pid", p.Pid(), "agentSession", load, "loaded", true)
+				return nil
+			}
+			var rpc *acpclient.RPCError
+			if !errors.As(err, &rpc) {
+				return agentError(a, "session/load failed", x.why(e, err))
+			}
+			log.Warn("external agent could not load its session: a new one, without the conversation so far",
+				"agentSession", load, "err", err)
+		} else {
+			log.Warn("external agent cannot load sessions (no loadSession): a new one, without the conversation so far",
+				"agentSession", load)
+		}
+	}
 	var ns acpclient.NewSessionResponse
 	newSession := func() error {
 		return p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: []any{}}, &ns)
@@ -256,7 +343,6 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent) error 
 		return agentError(a, "session/new failed", errors.New("no sessionId in its answer"))
 	}
 	e.sessionID = ns.SessionID
-	e.steering = acpclient.SupportsSteering(init)
 	log.Info("external agent started", "pid", p.Pid(), "agentSession", ns.SessionID)
 	return nil
 }
@@ -413,13 +499,17 @@ func (m *Manager) ExternalPID(session string) int {
 
 // prompt runs one prompt on the session's agent: sink gets its updates
 // until it answers. ctx ending (abort, shutdown) sends session/cancel.
-func (x *externals) prompt(ctx context.Context, session, dir string, a agent.Agent, blocks []acpclient.ContentBlock,
-	messageID string, sink *extSink) (string, error) {
-	e, err := x.acquire(ctx, session, dir, a)
+func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink *extSink) (string, error) {
+	e, err := x.acquire(ctx, req, a)
 	if err != nil {
 		return "", err
 	}
 	defer x.release(e)
+	if e.sessionID != req.load {
+		sink.session(e.sessionID)
+	}
+	blocks := promptBlocks(req.parts, e.caps.PromptCapabilities, req.dir)
+	messageID := req.messageID
 	e.setSink(sink)
 	if sink.started != nil {
 		sink.started(e)

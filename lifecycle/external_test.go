@@ -30,15 +30,11 @@ func externalServer(t *testing.T, perm string) (*testserver.Server, *client) {
 func externalServerEnv(t *testing.T, perm string, env map[string]string) (*testserver.Server, *client) {
 	t.Helper()
 	dir := t.TempDir()
-	t.Cleanup(func() {
-		for _, pid := range stubPIDs(dir) {
-			if alive(pid) {
-				t.Errorf("external agent %d outlived the server", pid)
-			}
-		}
-	})
-	cfg := &config.File{Agent: map[string]config.AgentConfig{"stub": {Description: "The ACP stub",
-		ACP: &config.ACPConfig{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: stubEnv(env)}}}}
+	checkStubsGone(t, dir)
+	cfg := externalConfig("")
+	for k, v := range env {
+		cfg.Agent["stub"].ACP.Env[k] = v
+	}
 	if perm != "" {
 		cfg.Permission = json.RawMessage(perm)
 	}
@@ -46,12 +42,27 @@ func externalServerEnv(t *testing.T, perm string, env map[string]string) (*tests
 	return srv, newClient(t, srv)
 }
 
-func stubEnv(more map[string]string) map[string]string {
+// externalConfig is an opencode.json whose agent "stub" is acpstub, with
+// caps (if not "") as the agentCapabilities it advertises.
+func externalConfig(caps string) *config.File {
 	env := map[string]string{acpstub.Env: "1"}
-	for k, v := range more {
-		env[k] = v
+	if caps != "" {
+		env[acpstub.CapsEnv] = caps
 	}
-	return env
+	return &config.File{Agent: map[string]config.AgentConfig{"stub": {Description: "The ACP stub",
+		ACP: &config.ACPConfig{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: env}}}}
+}
+
+// checkStubsGone checks, once the test's servers stopped (registered
+// before them), that no agent process started in dir is left (by PID).
+func checkStubsGone(t *testing.T, dir string) {
+	t.Cleanup(func() {
+		for _, pid := range stubPIDs(dir) {
+			if alive(pid) {
+				t.Errorf("external agent %d outlived the server", pid)
+			}
+		}
+	})
 }
 
 // stubPIDs are the PIDs of the agent processes started in dir, in order.

@@ -89,7 +89,7 @@ func (r *runner) start() {
 	msgs = slices.DeleteFunc(msgs, func(mp opencode.MessageWithParts) bool { return waiting[mp.Info.ID] })
 	r.firstSnap = firstSnapshot(msgs)
 	// Closed first, so the model is sent the calls as they are stored.
-	recovered := r.recover(msgs)
+	closed := r.recover(msgs)
 	for _, mp := range msgs {
 		r.remember(mp)
 	}
@@ -100,8 +100,14 @@ func (r *runner) start() {
 		r.failure = err
 		return
 	}
-	if recovered || interruptedByServer(msgs) || unanswered {
+	if closed != nil || interruptedByServer(msgs) || unanswered {
 		r.resume = cutOff(msgs)
+	}
+	if r.resume != nil {
+		r.resume.last = closed
+		if closed == nil && interruptedByServer(msgs) {
+			r.resume.last = &msgs[len(msgs)-1]
+		}
 	}
 	r.maybeStart()
 	r.flushPending()
@@ -113,6 +119,8 @@ func (r *runner) start() {
 type cutTurn struct {
 	user   opencode.Message
 	inputs []string
+	// last is the assistant message the cut closed, if it ends the history.
+	last *opencode.MessageWithParts
 }
 
 // cutOff finds the cut-off turn at the end of msgs: the user messages after
@@ -435,16 +443,15 @@ func mediaParts(parts []provider.Part) int {
 
 // recover closes assistant messages a crash left open: the turn is over, and
 // it ended interrupted; so did its unfinished tool calls. It updates msgs'
-// parts in place.
-func (r *runner) recover(msgs []opencode.MessageWithParts) bool {
+// parts in place, and returns the last message it closed (nil: none).
+func (r *runner) recover(msgs []opencode.MessageWithParts) *opencode.MessageWithParts {
 	t := r.outbox()
-	closed := false
+	var closed *opencode.MessageWithParts
 	now := r.m.now()
 	for _, mp := range msgs {
 		if mp.Info.Role != opencode.Assistant || mp.Info.Time.Completed != nil {
 			continue
 		}
-		closed = true
 		info := mp.Info
 		info.Time.Completed = &now
 		info.Error = &opencode.NamedError{Name: "MessageAbortedError", Data: map[string]any{"message": interruptedPrefix + " restart"}}
@@ -467,6 +474,7 @@ func (r *runner) recover(msgs []opencode.MessageWithParts) bool {
 		}
 		t.message(info)
 		t.durable(opencode.StepFailed{StepHeader: r.stepHeader(now, info.ID), Error: interruptedStep})
+		closed = &opencode.MessageWithParts{Info: info, Parts: mp.Parts}
 	}
 	return closed
 }

@@ -106,6 +106,9 @@ type runner struct {
 	// todos is the session's todo list: the input of its latest completed
 	// todowrite call (remembered from the history, so it survives restarts).
 	todos []opencode.Todo
+	// extCostSeen is the external agent's cumulative session cost at its
+	// last usage_update (a message's cost is what it added).
+	extCostSeen float64
 	// titling: the session's title request is under way.
 	titling bool
 	// resume is set when the session's last turn was cut off by a shutdown
@@ -190,6 +193,12 @@ type step struct {
 	ext     bool
 	extID   string
 	extMeta json.RawMessage
+	// extUsed and extCost: the agent's last usage_update during this
+	// message (its context, and the cost it added); extChars is how much
+	// text and reasoning it streamed.
+	extUsed  int64
+	extCost  float64
+	extChars int
 }
 
 func newRunner(m *Manager, st *state) *runner {

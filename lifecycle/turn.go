@@ -84,6 +84,14 @@ func (r *runner) maybeStart() {
 			}
 		}
 		r.publishLive(r.status("busy"))
+		if _, ok := r.external(r.turn); ok {
+			// An external agent's cut-off turn is not asked again (its
+			// session holds what it did): it ends as interrupted, its
+			// inputs answered by the message the cut closed.
+			r.turn.last = resume.last
+			r.endTurn()
+			return
+		}
 		r.startStep()
 		return
 	}
@@ -589,12 +597,19 @@ func (r *runner) endStep(err error) {
 		return
 	}
 	u := st.finish.Usage
-	tu.usage = u
 	total := u.Input + u.Output + u.Reasoning
 	in := uncachedInput(u)
 	tokens := opencode.Tokens{Total: &total, Input: in, Output: u.Output, Reasoning: u.Reasoning,
 		Cache: opencode.CacheUsage{Read: u.CacheRead, Write: u.CacheWrite}}
-	cost := r.m.cost(tu.model, u)
+	var cost float64
+	if st.ext {
+		// What the agent reported: neither our model's price nor its
+		// context window (automatic compaction) applies.
+		cost = st.extCost
+	} else {
+		tu.usage = u
+		cost = r.m.cost(tu.model, u)
+	}
 	d := snapDiffs{diff: noDiff, turnDiff: noDiff}
 	if st.measured != nil {
 		d = *st.measured

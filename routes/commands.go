@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/go-chi/chi/v5"
@@ -22,7 +23,7 @@ import (
 // check and the global config file.
 func (s *Server) mountCommands(r chi.Router) {
 	r.Get("/command", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, command.List(s.directory(r), s.cfg.Commands, config.GlobalDir()))
+		writeJSON(w, http.StatusOK, s.commands(s.directory(r)))
 	})
 	r.Post("/session/{sessionID}/command", s.h(v1, s.runCommand))
 	r.Post("/session/{sessionID}/init", s.h(v1, s.initSession))
@@ -68,6 +69,25 @@ func (s *Server) mountCommands(r chi.Router) {
 	}))
 	r.Patch("/global/config", s.h(v1, s.patchGlobalConfig))
 	r.Patch("/config", s.h(v1, s.patchProjectConfig))
+}
+
+// commands are dir's commands, then those the external agents that ran
+// there said they have (available_commands_update) that none of ours
+// names: each is "/name arguments" sent to its agent.
+func (s *Server) commands(dir string) []command.Command {
+	list := command.List(dir, s.cfg.Commands, config.GlobalDir())
+	seen := map[string]bool{}
+	for _, c := range list {
+		seen[c.Name] = true
+	}
+	for _, c := range s.m.ExternalCommands(dir) {
+		if seen[c.Name] {
+			continue
+		}
+		seen[c.Name] = true
+		list = append(list, c)
+	}
+	return list
 }
 
 // commandBody is POST /session/{id}/command.
@@ -131,10 +151,11 @@ func (s *Server) initSession(w http.ResponseWriter, r *http.Request) error {
 // execCommand runs command b in session id and returns its answer.
 func (s *Server) execCommand(r *http.Request, id string, b commandBody) (opencode.MessageWithParts, error) {
 	var none opencode.MessageWithParts
-	cmd, ok := command.Find(s.directory(r), s.cfg.Commands, config.GlobalDir(), b.Command)
-	if !ok {
+	i := slices.IndexFunc(s.commands(s.directory(r)), func(c command.Command) bool { return c.Name == b.Command })
+	if i < 0 {
 		return none, badRequest("Payload", "command", "Command not found: \""+b.Command+"\"")
 	}
+	cmd := s.commands(s.directory(r))[i]
 	agent := b.Agent
 	if agent == "" {
 		agent = cmd.Agent

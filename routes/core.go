@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider"
@@ -81,4 +82,7 @@ type Core interface {
 	Unrevert(ctx context.Context, sessionID string) (opencode.Session, error)
 	SessionDiff(ctx context.Context, sessionID, messageID string) ([]opencode.FileDiff, error)
 	Todos(ctx context.Context, sessionID string) ([]opencode.Todo, error)
+	// ExternalCommands are the commands external agents said they have
+	// in a directory.
+	ExternalCommands(dir string) []command.Command
 }

@@ -63,7 +63,7 @@ func (s *Server) mountIntegrations(r chi.Router) {
 	})
 	r.Get("/api/command", func(w http.ResponseWriter, r *http.Request) {
 		list := []commandV2{}
-		for _, c := range command.List(s.directory(r), s.cfg.Commands, config.GlobalDir()) {
+		for _, c := range s.commands(s.directory(r)) {
 			list = append(list, toCommandV2(c))
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"location": s.location(r), "data": list})

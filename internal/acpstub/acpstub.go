@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +39,14 @@ const (
 	AuthBrowser = "browser"
 )
 
+// CapsEnv, if set, is the agentCapabilities initialize answers (JSON);
+// the default advertises loadSession and no prompt capabilities.
+const CapsEnv = "OPENCODE_SERVER_ACP_STUB_CAPS"
+
+// Replayed is what the stub replays of a session it loads (as a
+// user_message_chunk and an agent_message_chunk): a client shows none of it.
+const Replayed = "replayed history"
+
 // Files the stub writes in its working directory.
 const (
 	PIDFile       = "acpstub.pids"
@@ -46,6 +55,8 @@ const (
 	SteersFile    = "acpstub.steers"
 	// ReleaseFile, once it exists, ends a Steered prompt that got no steer.
 	ReleaseFile = "acpstub.release"
+	// LoadsFile gets the session ID of each session/load.
+	LoadsFile = "acpstub.loads"
 	// NotesFile is what the Tool script reads through fs/read_text_file.
 	NotesFile = "notes.txt"
 )
@@ -75,6 +86,16 @@ const (
 	// Late is a steer the stub injects but answers only after the prompt
 	// it joined has answered.
 	Late = "late"
+	// WaitTool starts an execute tool call (call-w, in progress), then
+	// waits as Wait does.
+	WaitTool = "waittool"
+	// Plan sends a plan of PlanEntries, then says "planned".
+	Plan = "plan"
+	// Usage says a word, then reports UsageUsed tokens in context of
+	// 200000 and a session cost of UsageCost USD.
+	Usage = "usage"
+	// Title sets the session's title to TitleText.
+	Title = "title"
 )
 
 // Steer is one recorded `_session/steering`.
@@ -85,10 +106,26 @@ type Steer struct {
 	Outcome      string   `json:"outcome"`
 }
 
-// Prompt is one recorded session/prompt.
+// What the Plan, Usage and Title scripts send.
+var PlanEntries = []acpclient.PlanEntry{{Content: "read the code", Priority: "high", Status: "completed"},
+	{Content: "write the test", Priority: "medium", Status: "in_progress"}}
+
+const (
+	// Command is the command the stub lists (available_commands_update)
+	// once its session is open.
+	Command   = "stubcmd"
+	UsageUsed = 1234
+	UsageCost = 0.25
+	TitleText = "Named by the stub"
+)
+
+// Prompt is one recorded session/prompt: its session, the texts, and
+// every block as sent.
 type Prompt struct {
-	MessageID string   `json:"messageId"`
-	Texts     []string `json:"texts"`
+	SessionID string                   `json:"sessionId"`
+	MessageID string                   `json:"messageId"`
+	Texts     []string                 `json:"texts"`
+	Blocks    []acpclient.ContentBlock `json:"blocks"`
 }
 
 // MaybeServe serves ACP on stdio and exits, if Env is set.
@@ -98,7 +135,7 @@ func MaybeServe() {
 	}
 	appendLine(PIDFile, fmt.Sprint(os.Getpid()))
 	a := &stub{cancel: make(chan struct{}, 1), steered: make(chan string, 1), steering: os.Getenv(SteeringEnv) == "1",
-		ready: make(chan struct{}), ended: make(chan struct{}, 1)}
+		ready: make(chan struct{}), ended: make(chan struct{}, 1), session: fmt.Sprint("stub-", os.Getpid())}
 	a.authed.Store(os.Getenv(AuthEnv) == "")
 	a.conn = acpclient.NewConn(os.Stdin, os.Stdout, acpclient.Handlers{
 		Notify: func(method string, _ json.RawMessage) {
@@ -127,10 +164,19 @@ type stub struct {
 	steering bool
 	// ended: a prompt has answered (Late waits for it).
 	ended chan struct{}
-	// ready: conn is set (a request may come before NewConn returns).
+	// ready: conn is set (a request may come before NewConn returns;
+	// requests are served from its reading goroutine).
 	ready chan struct{}
 	// authed: authenticate succeeded (or AuthEnv asks for none).
-	authed atomic.Bool
+	authed  atomic.Bool
+	mu      sync.Mutex
+	session string
+}
+
+func (a *stub) sessionID() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.session
 }
 
 func appendLine(name, line string) {
@@ -146,7 +192,13 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 	<-a.ready
 	switch method {
 	case acpclient.MethodInitialize:
-		caps := map[string]any{}
+		caps := map[string]any{"loadSession": true}
+		if c := os.Getenv(CapsEnv); c != "" {
+			caps = map[string]any{}
+			if err := json.Unmarshal([]byte(c), &caps); err != nil {
+				return nil, err
+			}
+		}
 		if a.steering {
 			caps["_meta"] = map[string]any{"steering": map[string]any{"supported": true}}
 		}
@@ -171,20 +223,37 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		if !a.authed.Load() {
 			return nil, &acpclient.RPCError{Code: acpclient.CodeAuthRequired, Message: "Authentication required"}
 		}
-		return map[string]any{"sessionId": "stub-session"}, nil
+		a.update(map[string]any{"sessionUpdate": "available_commands_update", "availableCommands": []any{
+			map[string]any{"name": Command, "description": "The stub's command", "input": map[string]any{"hint": "words"}}}})
+		return map[string]any{"sessionId": a.sessionID()}, nil
+	case acpclient.MethodSessionLoad:
+		var req acpclient.LoadSessionRequest
+		if err := json.Unmarshal(params, &req); err != nil {
+			return nil, err
+		}
+		appendLine(LoadsFile, req.SessionID)
+		a.mu.Lock()
+		a.session = req.SessionID
+		a.mu.Unlock()
+		a.say("user_message_chunk", Replayed, "")
+		a.say("agent_message_chunk", Replayed, "")
+		return map[string]any{}, nil
 	case acpclient.MethodSessionPrompt:
 		var req struct {
-			Prompt []acpclient.ContentBlock `json:"prompt"`
-			Meta   struct {
+			SessionID string                   `json:"sessionId"`
+			Prompt    []acpclient.ContentBlock `json:"prompt"`
+			Meta      struct {
 				MessageID string `json:"messageId"`
 			} `json:"_meta"`
 		}
 		if err := json.Unmarshal(params, &req); err != nil {
 			return nil, err
 		}
-		p := Prompt{MessageID: req.Meta.MessageID}
+		p := Prompt{SessionID: req.SessionID, MessageID: req.Meta.MessageID, Blocks: req.Prompt}
 		for _, b := range req.Prompt {
-			p.Texts = append(p.Texts, b.Text)
+			if b.Type == "text" {
+				p.Texts = append(p.Texts, b.Text)
+			}
 		}
 		b, _ := json.Marshal(p)
 		appendLine(PromptsFile, string(b))
@@ -282,7 +351,7 @@ func waitFile(name string) {
 }
 
 func (a *stub) update(u map[string]any) {
-	_ = a.conn.Notify(acpclient.MethodSessionUpdate, map[string]any{"sessionId": "stub-session", "update": u})
+	_ = a.conn.Notify(acpclient.MethodSessionUpdate, map[string]any{"sessionId": a.sessionID(), "update": u})
 }
 
 func (a *stub) say(kind, text, messageID string) {
@@ -310,7 +379,7 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 			"kind": "read", "status": "pending", "rawInput": map[string]any{"path": notes},
 			"locations": []any{map[string]any{"path": notes}}})
 		var perm acpclient.RequestPermissionResponse
-		err := a.conn.Call(ctx, acpclient.MethodRequestPermission, map[string]any{"sessionId": "stub-session",
+		err := a.conn.Call(ctx, acpclient.MethodRequestPermission, map[string]any{"sessionId": a.sessionID(),
 			"toolCall": map[string]any{"toolCallId": "call-1"},
 			"options": []any{map[string]any{"optionId": "yes", "name": "Allow", "kind": "allow_once"},
 				map[string]any{"optionId": "no", "name": "Reject", "kind": "reject_once"}}}, &perm)
@@ -318,11 +387,11 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 			return nil, err
 		}
 		var read acpclient.ReadTextFileResponse
-		if err := a.conn.Call(ctx, acpclient.MethodReadTextFile, map[string]any{"sessionId": "stub-session", "path": notes}, &read); err != nil {
+		if err := a.conn.Call(ctx, acpclient.MethodReadTextFile, map[string]any{"sessionId": a.sessionID(), "path": notes}, &read); err != nil {
 			return nil, err
 		}
 		outside := "read"
-		if err := a.conn.Call(ctx, acpclient.MethodReadTextFile, map[string]any{"sessionId": "stub-session",
+		if err := a.conn.Call(ctx, acpclient.MethodReadTextFile, map[string]any{"sessionId": a.sessionID(),
 			"path": filepath.Join(filepath.Dir(cwd), "elsewhere.txt")}, nil); err != nil {
 			outside = "refused"
 		}
@@ -330,6 +399,19 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 			"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": read.Content}}}})
 		a.say("agent_message_chunk", fmt.Sprintf("permission=%s/%s notes=%s outside=%s", perm.Outcome.Outcome,
 			perm.Outcome.OptionID, strings.TrimSpace(read.Content), outside), "")
+		return endTurn()
+	case Plan:
+		a.update(map[string]any{"sessionUpdate": "plan", "entries": PlanEntries})
+		a.say("agent_message_chunk", "planned", "")
+		return endTurn()
+	case Usage:
+		a.say("agent_message_chunk", "counted", "")
+		a.update(map[string]any{"sessionUpdate": "usage_update", "used": UsageUsed, "size": 200000,
+			"cost": map[string]any{"amount": UsageCost, "currency": "USD"}})
+		return endTurn()
+	case Title:
+		a.update(map[string]any{"sessionUpdate": "session_info_update", "title": TitleText})
+		a.say("agent_message_chunk", "titled", "")
 		return endTurn()
 	case Crash:
 		a.say("agent_message_chunk", "about to crash", "")
@@ -346,7 +428,11 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 			a.say("agent_message_chunk", "after: "+text, "")
 		}
 		return endTurn()
-	case Wait:
+	case Wait, WaitTool:
+		if script == WaitTool {
+			a.update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call-w", "title": "Run it",
+				"kind": "execute", "status": "in_progress", "rawInput": map[string]any{"command": "sleep 100"}})
+		}
 		a.say("agent_message_chunk", "waiting", "")
 		select {
 		case <-a.cancel:
