@@ -321,3 +321,180 @@ func TestResponseStream(t *testing.T) {
 }
 
 func scriptedConfig(chunks int) scripted.Config { return scripted.Config{Chunks: chunks} }
+
+// TestPreviousResponse: previous_response_id continues the session the
+// response is a turn of, and the model is sent the earlier turn once.
+func TestPreviousResponse(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	first := create(t, srv.URL, map[string]any{"model": scriptedModel, "input": "first words"}, nil)
+	second := create(t, srv.URL, map[string]any{"model": scriptedModel, "input": "second words", "previous_response_id": first.ID}, nil)
+	if second.Conversation.ID != first.Conversation.ID || second.ID == first.ID {
+		t.Fatalf("second %s in %s; first %s in %s", second.ID, second.Conversation.ID, first.ID, first.Conversation.ID)
+	}
+	if second.PreviousResponseID == nil || *second.PreviousResponseID != first.ID || second.text() != "You said: second words" {
+		t.Errorf("second: previous %v, text %q", second.PreviousResponseID, second.text())
+	}
+	calls := srv.Model.Calls()
+	if len(calls) != 2 {
+		t.Fatalf("%d model calls", len(calls))
+	}
+	var seen []string
+	for _, m := range calls[1].Messages {
+		if m.Role == "user" || m.Role == "assistant" {
+			seen = append(seen, m.Role+": "+m.Texts())
+		}
+	}
+	want := []string{"user: first words", "assistant: You said: first words", "user: second words"}
+	if strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Errorf("the model was sent %q; want %q", seen, want)
+	}
+	// conversation names the session the same way.
+	third := create(t, srv.URL, map[string]any{"input": "third", "conversation": first.Conversation.ID}, nil)
+	if third.Conversation.ID != first.Conversation.ID || len(messages(t, srv.URL, first.Conversation.ID)) != 6 {
+		t.Errorf("conversation did not continue the session")
+	}
+}
+
+// TestIdempotencyKey: a request sent again with its Idempotency-Key is
+// the same response, admitted once and run once, whether it started a
+// session or continued one; the key with another body is a 409.
+func TestIdempotencyKey(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	body := map[string]any{"model": scriptedModel, "input": "only once"}
+	key := map[string]string{"Idempotency-Key": "key-1"}
+	a := create(t, srv.URL, body, key)
+	b := create(t, srv.URL, body, key)
+	if a.ID != b.ID || a.Conversation.ID != b.Conversation.ID || b.text() != "You said: only once" {
+		t.Fatalf("retry answered %s in %s; first %s in %s", b.ID, b.Conversation.ID, a.ID, a.Conversation.ID)
+	}
+	// Streamed, the retry reads the turn from the log.
+	_, text := checkStream(t, stream(t, srv.URL, map[string]any{"model": scriptedModel, "input": "only once"}, key))
+	if text != "You said: only once" {
+		t.Errorf("the streamed retry says %q", text)
+	}
+	next := map[string]any{"input": "then this", "previous_response_id": a.ID}
+	key2 := map[string]string{"Idempotency-Key": "key-2"}
+	c := create(t, srv.URL, next, key2)
+	d := create(t, srv.URL, next, key2)
+	if c.ID != d.ID {
+		t.Errorf("continued retry: %s then %s", c.ID, d.ID)
+	}
+	if n := len(srv.Model.Calls()); n != 2 || sessions(t, srv.URL) != 1 || len(messages(t, srv.URL, a.Conversation.ID)) != 4 {
+		t.Errorf("%d model calls, %d sessions; want each request run once", n, sessions(t, srv.URL))
+	}
+	code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", map[string]any{"input": "something else", "previous_response_id": a.ID}, key2)
+	var e apiError
+	if code != http.StatusConflict || json.Unmarshal(raw, &e) != nil || e.Error == nil || e.Error.Type != "invalid_request_error" {
+		t.Errorf("the key with another body: %d %s; want 409", code, raw)
+	}
+}
+
+// TestBadInput: what the door cannot take is a 4xx in OpenAI's error
+// shape, naming the parameter, and nothing is created or admitted.
+func TestBadInput(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	cases := []struct {
+		name  string
+		body  any
+		code  int
+		param string
+	}{
+		{"not JSON", "{", 400, ""},
+		{"no input", map[string]any{"model": scriptedModel}, 400, "input"},
+		{"empty input", map[string]any{"input": ""}, 400, "input"},
+		{"input a number", map[string]any{"input": 3}, 400, "input"},
+		{"unknown item", map[string]any{"input": []any{map[string]any{"type": "function_call_output", "call_id": "c", "output": "x"}}}, 400, "input[0].type"},
+		{"unknown role", map[string]any{"input": []any{map[string]any{"role": "robot", "content": "hi"}}}, 400, "input[0].role"},
+		{"image part", map[string]any{"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "x"}}}}}, 400, "input[0].content[0].type"},
+		{"only system", map[string]any{"input": []any{map[string]any{"role": "system", "content": "be"}}}, 400, "input"},
+		{"unknown model", map[string]any{"model": "nope/none", "input": "hi"}, 404, "model"},
+		{"unknown agent", map[string]any{"model": "nobody", "input": "hi"}, 404, "model"},
+		{"foreign previous", map[string]any{"input": "hi", "previous_response_id": "resp_123"}, 404, "previous_response_id"},
+		{"unknown previous", map[string]any{"input": "hi", "previous_response_id": "msg_ffffffffffffffffffffffffff"}, 404, "previous_response_id"},
+		{"bad conversation", map[string]any{"input": "hi", "conversation": "conv_1"}, 400, "conversation"},
+		{"unknown conversation", map[string]any{"input": "hi", "conversation": map[string]any{"id": "ses_ffffffffffffffffffffffffff"}}, 404, "conversation"},
+		{"both", map[string]any{"input": "hi", "conversation": "ses_1", "previous_response_id": "msg_1"}, 400, "conversation"},
+		{"tools", map[string]any{"input": "hi", "tools": []any{map[string]any{"type": "function", "name": "f"}}}, 400, "tools"},
+		{"background", map[string]any{"input": "hi", "background": true}, 400, "background"},
+		{"metadata too long", map[string]any{"input": "hi", "metadata": map[string]string{"k": strings.Repeat("v", 513)}}, 400, "metadata"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", c.body, nil)
+			var e apiError
+			if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
+				t.Fatalf("%d %s: not OpenAI's error shape", code, raw)
+			}
+			if code != c.code || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
+				t.Errorf("%d %s; want %d invalid_request_error", code, raw, c.code)
+			}
+			if got := e.Error.Param; (c.param == "") != (got == nil) || (got != nil && *got != c.param) {
+				t.Errorf("param %v; want %q", got, c.param)
+			}
+		})
+	}
+	if n := sessions(t, srv.URL); n != 0 || len(srv.Model.Calls()) != 0 {
+		t.Errorf("bad requests left %d sessions and %d model calls", n, len(srv.Model.Calls()))
+	}
+	code, raw := do(t, http.MethodGet, srv.URL+"/v1/responses/msg_ffffffffffffffffffffffffff", nil, nil)
+	var e apiError
+	if code != http.StatusNotFound || json.Unmarshal(raw, &e) != nil || e.Error == nil {
+		t.Errorf("GET an unknown response: %d %s", code, raw)
+	}
+}
+
+// TestBearerAuth: with a password the OpenAI door takes it as a bearer
+// token (the SDKs' API key) as well as basic auth, and refuses in
+// OpenAI's shape; the other routes take no bearer token.
+func TestBearerAuth(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Password: "sekrit"})
+	body := map[string]any{"input": "hi"}
+	if code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", body, map[string]string{"Authorization": "Bearer sekrit"}); code != 200 {
+		t.Errorf("bearer: %d %s", code, raw)
+	}
+	code, raw := do(t, http.MethodGet, srv.URL+"/v1/models", nil, map[string]string{"Authorization": "Bearer wrong"})
+	var e apiError
+	if code != 401 || json.Unmarshal(raw, &e) != nil || e.Error == nil || e.Error.Type != "authentication_error" {
+		t.Errorf("a wrong key: %d %s", code, raw)
+	}
+	if code, _ := do(t, http.MethodGet, srv.URL+"/session", nil, map[string]string{"Authorization": "Bearer sekrit"}); code != 401 {
+		t.Errorf("a bearer token on /session: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/models", nil)
+	req.SetBasicAuth("opencode", "sekrit")
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("basic auth: %v %v", resp, err)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+}
+
+// TestModels: GET /v1/models lists the catalog's models as
+// provider/model and the agents by name, each usable as a model.
+func TestModels(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	code, raw := do(t, http.MethodGet, srv.URL+"/v1/models", nil, nil)
+	var list struct {
+		Object string `json:"object"`
+		Data   []struct {
+			ID, Object string
+			OwnedBy    string `json:"owned_by"`
+		} `json:"data"`
+	}
+	if code != 200 || json.Unmarshal(raw, &list) != nil || list.Object != "list" {
+		t.Fatalf("%d %s", code, raw)
+	}
+	ids := map[string]string{}
+	for _, m := range list.Data {
+		ids[m.ID] = m.OwnedBy
+	}
+	if ids[scriptedModel] != "scripted" || ids["build"] != "agent" || ids["plan"] != "agent" {
+		t.Fatalf("models %v", ids)
+	}
+	r := create(t, srv.URL, map[string]any{"model": "plan", "input": "plan it"}, nil)
+	if conv := messages(t, srv.URL, r.Conversation.ID); conv[0].Info.Agent != "plan" {
+		t.Errorf("model plan: the user message's agent is %q", conv[0].Info.Agent)
+	}
+}

@@ -59,7 +59,8 @@ type textConfig struct {
 type usage struct {
 	InputTokens        int64 `json:"input_tokens"`
 	InputTokensDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
+		CachedTokens     int64 `json:"cached_tokens"`
+		CacheWriteTokens int64 `json:"cache_write_tokens"`
 	} `json:"input_tokens_details"`
 	OutputTokens        int64 `json:"output_tokens"`
 	OutputTokensDetails struct {
@@ -176,6 +177,7 @@ func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, err
 		t := m.Info.Tokens
 		u.InputTokens += t.Input + t.Cache.Read + t.Cache.Write
 		u.InputTokensDetails.CachedTokens += t.Cache.Read
+		u.InputTokensDetails.CacheWriteTokens += t.Cache.Write
 		u.OutputTokens += t.Output + t.Reasoning
 		u.OutputTokensDetails.ReasoningTokens += t.Reasoning
 		if it, ok := messageItem(m); ok {

@@ -110,17 +110,22 @@ type OpenAIHandler interface {
 }
 
 // mountOpenAI mounts the OpenAI door; without a handler its routes are
-// unknown routes.
+// unknown routes, as on a server built without the door.
 func (s *Server) mountOpenAI(r chi.Router) {
-	if s.cfg.OpenAI == nil {
-		return
+	serve := func(f func(o OpenAIHandler, w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if s.cfg.OpenAI == nil {
+				writeError(w, r, v1, s.log, &opencode.Error{Code: opencode.ENotFound, Message: "No route for " + r.Method + " " + r.URL.Path})
+				return
+			}
+			f(s.cfg.OpenAI, w, r)
+		}
 	}
-	o := s.cfg.OpenAI
-	r.Post("/v1/responses", o.Create)
-	r.Get("/v1/responses/{responseID}", func(w http.ResponseWriter, r *http.Request) {
+	r.Post("/v1/responses", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.Create(w, r) }))
+	r.Get("/v1/responses/{responseID}", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
 		o.Retrieve(w, r, chi.URLParam(r, "responseID"))
-	})
-	r.Get("/v1/models", o.Models)
+	}))
+	r.Get("/v1/models", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.Models(w, r) }))
 }
 
 // isOpenAI reports whether a request is the OpenAI door's, answered in
