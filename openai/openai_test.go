@@ -191,8 +191,14 @@ func stream(t *testing.T, url string, body map[string]any, header map[string]str
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("stream: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
+	return readSSE(t, resp.Body)
+}
+
+// readSSE parses a stream's events.
+func readSSE(t *testing.T, r io.Reader) []sse {
+	t.Helper()
 	var evs []sse
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	var cur sse
 	for sc.Scan() {
@@ -496,5 +502,58 @@ func TestModels(t *testing.T) {
 	r := create(t, srv.URL, map[string]any{"model": "plan", "input": "plan it"}, nil)
 	if conv := messages(t, srv.URL, r.Conversation.ID); conv[0].Info.Agent != "plan" {
 		t.Errorf("model plan: the user message's agent is %q", conv[0].Info.Agent)
+	}
+}
+
+// TestResponseQueued: a response posted while another turn of its session
+// runs waits behind it, and its stream carries its own turn only.
+func TestResponseQueued(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 20, Delay: 20 * time.Millisecond}})
+	first := create(t, srv.URL, map[string]any{"input": "warm up"}, nil)
+	sid := first.Conversation.ID
+
+	j, _ := json.Marshal(map[string]any{"input": "A words", "conversation": sid, "stream": true})
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/responses", bytes.NewReader(j))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream A: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	// A is read on its own; B is posted once A's text streams (its turn runs).
+	streaming, doneA := make(chan struct{}), make(chan string, 1)
+	go func() {
+		var all strings.Builder
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		seen := false
+		for sc.Scan() {
+			all.WriteString(sc.Text() + "\n")
+			if !seen && sc.Text() == "event: response.output_text.delta" {
+				seen = true
+				close(streaming)
+			}
+		}
+		if !seen {
+			close(streaming)
+		}
+		doneA <- all.String()
+	}()
+	<-streaming
+	b, textB := checkStream(t, stream(t, srv.URL, map[string]any{"input": "B words", "conversation": sid}, nil))
+	a, textA := checkStream(t, readSSE(t, strings.NewReader(<-doneA)))
+	if textA != "You said: A words" || textB != "You said: B words" {
+		t.Fatalf("A streamed %q, B %q", textA, textB)
+	}
+	if a.text() != textA || b.text() != textB || len(b.Output) != 1 || b.Output[0].ID == a.Output[0].ID {
+		t.Errorf("final A %q %v, B %q %v", a.text(), a.Output, b.text(), b.Output)
+	}
+	// Read back, each response is its own turn.
+	for _, r := range []response{a, b} {
+		code, raw := do(t, http.MethodGet, srv.URL+"/v1/responses/"+r.ID, nil, nil)
+		var got response
+		if code != 200 || json.Unmarshal(raw, &got) != nil || got.text() != r.text() || got.Status != "completed" {
+			t.Errorf("GET %s: %d %s", r.ID, code, raw)
+		}
 	}
 }

@@ -128,19 +128,21 @@ func header(in *opencode.Input) *Response {
 			r.PreviousResponseID = &p
 		}
 	}
-	if in.State == opencode.InputPending {
+	switch in.State {
+	case opencode.InputPending:
 		r.Status = statusQueued
+	case opencode.InputRevoked:
+		r.Status = statusCancelled // revoked before its turn began
 	}
 	return r
 }
 
 // build reads the response of input in from its session: the assistant
-// messages of its turn (up to the one recorded as the turn's answer, or
-// all so far while it runs) as output items, their tokens as usage, the
+// messages of its turn as output items, their tokens as usage, the
 // last one's error as the status.
 func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, error) {
 	r := header(in)
-	if in.State == opencode.InputPending {
+	if in.State != opencode.InputDelivered {
 		return r, nil
 	}
 	conv, err := h.o.Core.Messages(ctx, in.SessionID)
@@ -154,15 +156,22 @@ func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, err
 			break
 		}
 	}
+	// The turn's steps: from its first assistant message (whose parent is
+	// the response's user message; one before it is an earlier turn's, the
+	// user message having been shown while that turn ran) to the one
+	// recorded as its answer, or all so far while it runs. Turns of a
+	// session do not overlap, so nothing in between is another's.
 	var steps []opencode.MessageWithParts
 	if start >= 0 && in.Answer != in.ID {
+		begun := false
 		for _, m := range conv[start+1:] {
 			if m.Info.Role != opencode.Assistant {
-				if in.Answer == "" {
-					break // running: what follows is the next turn's
-				}
-				continue // a steer delivered into the turn
+				continue // a steer delivered into the turn, or a later input shown
 			}
+			if !begun && m.Info.ParentID != in.ID && m.Info.ID != in.Answer {
+				continue
+			}
+			begun = true
 			steps = append(steps, m)
 			if m.Info.ID == in.Answer {
 				break

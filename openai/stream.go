@@ -288,8 +288,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.In
 		_, err := core.Wait(ctx, in.SessionID, in.ID)
 		ended <- err
 	}()
+	// What the log holds before the admission is not this response's.
+	s.last = max(in.AdmittedSeq-1, 0)
 	if existed {
-		s.last = max(in.AdmittedSeq-1, 0)
 		if err := s.readLog(ctx, core, in.SessionID); err != nil {
 			h.o.Logger.Warn("openai: the session's log could not be read", "session", in.SessionID, "err", err)
 		}
