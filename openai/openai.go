@@ -18,6 +18,7 @@ import (
 	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/internal/keylock"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -69,7 +70,7 @@ func New(o Options) *Handler {
 	if o.Done == nil {
 		o.Done = make(chan struct{})
 	}
-	return &Handler{o: o, keys: keyIndex{locks: map[string]*keyLock{}, seen: map[string]keyEntry{}}}
+	return &Handler{o: o, keys: keyIndex{seen: map[string]keyEntry{}}}
 }
 
 // maxKeys bounds the Idempotency-Keys remembered in memory, oldest
@@ -79,39 +80,16 @@ const maxKeys = 4096
 // keyIndex serializes the requests of one Idempotency-Key in this process
 // and remembers where each was admitted.
 type keyIndex struct {
+	locks keylock.Locks
 	mu    sync.Mutex
-	locks map[string]*keyLock
 	seen  map[string]keyEntry
 	order []string
-}
-
-type keyLock struct {
-	sync.Mutex
-	n int
 }
 
 // keyEntry is where a key's request was admitted.
 type keyEntry struct{ session, message string }
 
-func (k *keyIndex) lock(key string) func() {
-	k.mu.Lock()
-	l := k.locks[key]
-	if l == nil {
-		l = &keyLock{}
-		k.locks[key] = l
-	}
-	l.n++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.n--; l.n == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
-}
+func (k *keyIndex) lock(key string) func() { return k.locks.Lock(key) }
 
 func (k *keyIndex) get(key string) (keyEntry, bool) {
 	k.mu.Lock()

@@ -557,3 +557,36 @@ func TestResponseQueued(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusals: what the router refuses on /v1/* (an unknown route or
+// method, a Host that is not this server's) is in OpenAI's error shape.
+func TestRefusals(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	cases := []struct {
+		name, method, path, host string
+		code                     int
+		typ                      string
+	}{
+		{"unknown route", http.MethodGet, "/v1/assistants", "", 404, "invalid_request_error"},
+		{"unknown method", http.MethodDelete, "/v1/models", "", 405, "invalid_request_error"},
+		{"foreign host", http.MethodGet, "/v1/models", "evil.example", 403, "permission_error"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest(c.method, srv.URL+c.path, nil)
+			if c.host != "" {
+				req.Host = c.host
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			var e apiError
+			if resp.StatusCode != c.code || json.Unmarshal(raw, &e) != nil || e.Error == nil || e.Error.Type != c.typ {
+				t.Errorf("%d %s; want %d %s in OpenAI's shape", resp.StatusCode, raw, c.code, c.typ)
+			}
+		})
+	}
+}
