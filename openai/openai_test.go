@@ -388,6 +388,9 @@ func TestIdempotencyKey(t *testing.T) {
 	if n := len(srv.Model.Calls()); n != 2 || sessions(t, srv.URL) != 1 || len(messages(t, srv.URL, a.Conversation.ID)) != 4 {
 		t.Errorf("%d model calls, %d sessions; want each request run once", n, sessions(t, srv.URL))
 	}
+	if code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", body, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}); code != 400 {
+		t.Errorf("a 256-byte key: %d %s", code, raw)
+	}
 	code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", map[string]any{"input": "something else", "previous_response_id": a.ID}, key2)
 	var e apiError
 	if code != http.StatusConflict || json.Unmarshal(raw, &e) != nil || e.Error == nil || e.Error.Type != "invalid_request_error" {

@@ -12,8 +12,12 @@ import (
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
-// maxBody is the largest request body read.
-const maxBody = 32 << 20
+// maxBody is the largest request body read; maxKey the longest
+// Idempotency-Key kept (with the user message).
+const (
+	maxBody = 32 << 20
+	maxKey  = 255
+)
 
 // Create serves POST /v1/responses: the request's input is admitted as a
 // user message of a session (a new one, the conversation's, or the one
@@ -36,8 +40,13 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.WriteError(w, r, err)
 		return
 	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxKey {
+		h.WriteError(w, r, invalid("", "invalid_idempotency_key", fmt.Sprintf("the Idempotency-Key header is longer than %d bytes", maxKey)))
+		return
+	}
 	ctx := r.Context()
-	in, existed, sub, err := h.admit(ctx, t, r.Header.Get("Idempotency-Key"))
+	in, existed, sub, err := h.admit(ctx, t, key)
 	if err != nil {
 		h.WriteError(w, r, err)
 		return
