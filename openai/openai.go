@@ -31,6 +31,8 @@ type Core interface {
 	FindInput(ctx context.Context, messageID string) (*opencode.Input, error)
 	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)
 	Wait(ctx context.Context, sessionID, messageID string) (opencode.Result, error)
+	Revoke(ctx context.Context, sessionID, messageID string) (bool, error)
+	Abort(ctx context.Context, sessionID string) error
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
 	HasModel(providerID, modelID string) bool

@@ -593,3 +593,108 @@ func TestRefusals(t *testing.T) {
 		})
 	}
 }
+
+// live is a stream read on its own goroutine: its response ID once
+// created, a signal at its first text delta, its whole text at the end.
+type live struct {
+	id      chan string
+	texting chan struct{}
+	done    chan string
+}
+
+func openStream(t *testing.T, url string, body map[string]any) *live {
+	t.Helper()
+	body["stream"] = true
+	j, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/responses", bytes.NewReader(j))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", resp, err)
+	}
+	l := &live{id: make(chan string, 1), texting: make(chan struct{}), done: make(chan string, 1)}
+	go func() {
+		defer resp.Body.Close()
+		var all strings.Builder
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		gotID, texting := false, false
+		for sc.Scan() {
+			line := sc.Text()
+			all.WriteString(line + "\n")
+			if d, ok := strings.CutPrefix(line, "data: "); ok && !gotID {
+				var e struct {
+					Response response `json:"response"`
+				}
+				_ = json.Unmarshal([]byte(d), &e)
+				l.id <- e.Response.ID
+				gotID = true
+			}
+			if !texting && line == "event: response.output_text.delta" {
+				texting = true
+				close(l.texting)
+			}
+		}
+		if !gotID {
+			l.id <- ""
+		}
+		if !texting {
+			close(l.texting)
+		}
+		l.done <- all.String()
+	}()
+	return l
+}
+
+// lastEvent is a stream's last event.
+func lastEvent(t *testing.T, raw string) sse {
+	t.Helper()
+	evs := readSSE(t, strings.NewReader(raw))
+	if len(evs) == 0 {
+		t.Fatalf("an empty stream")
+	}
+	return evs[len(evs)-1]
+}
+
+// TestCancel: POST /v1/responses/{id}/cancel revokes a queued response
+// (its turn never runs) and aborts a running one; both answer and end
+// their streams cancelled, and the session takes the next response.
+func TestCancel(t *testing.T) {
+	// Each turn streams for 5 s: time enough, on a loaded machine, to
+	// cancel a turn that is running.
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Reply: strings.Repeat("la ", 100), Chunks: 100, Delay: 50 * time.Millisecond}})
+	a := openStream(t, srv.URL, map[string]any{"input": "long answer"})
+	aID := <-a.id
+	<-a.texting
+	code, raw := do(t, http.MethodGet, srv.URL+"/v1/responses/"+aID, nil, nil)
+	var running response
+	if code != 200 || json.Unmarshal(raw, &running) != nil || running.Status != "in_progress" {
+		t.Fatalf("GET a running response: %d %s", code, raw)
+	}
+	b := openStream(t, srv.URL, map[string]any{"input": "never runs", "conversation": running.Conversation.ID})
+	bID := <-b.id
+	cancel := func(id string) response {
+		t.Helper()
+		code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses/"+id+"/cancel", nil, nil)
+		var r response
+		if code != 200 || json.Unmarshal(raw, &r) != nil || r.ID != id || r.Status != "cancelled" {
+			t.Fatalf("cancel %s: %d %s", id, code, raw)
+		}
+		return r
+	}
+	cancel(bID)
+	if e := lastEvent(t, <-b.done); e.name != "response.failed" || !strings.Contains(e.raw, `"status":"cancelled"`) {
+		t.Errorf("the queued response's stream ends %s %s", e.name, e.raw)
+	}
+	cancel(aID)
+	if e := lastEvent(t, <-a.done); e.name != "response.failed" || !strings.Contains(e.raw, `"status":"cancelled"`) {
+		t.Errorf("the running response's stream ends %s %s", e.name, e.raw)
+	}
+	next := create(t, srv.URL, map[string]any{"input": "short", "conversation": running.Conversation.ID}, nil)
+	if next.Status != "completed" || len(srv.Model.Calls()) != 2 {
+		t.Errorf("after the cancels: %s, %d model calls (want the running one and this one)", next.Status, len(srv.Model.Calls()))
+	}
+	if code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses/msg_ffffffffffffffffffffffffff/cancel", nil, nil); code != 404 {
+		t.Errorf("cancel an unknown response: %d %s", code, raw)
+	}
+}

@@ -68,6 +68,36 @@ func (h *Handler) Retrieve(w http.ResponseWriter, r *http.Request, id string) {
 	h.respond(w, r, id)
 }
 
+// Cancel serves POST /v1/responses/{id}/cancel: a response still queued
+// is revoked from the inbox, a running one's turn is aborted (the
+// session's abort: its pending steers go too), and the answer is the
+// response once that is done; one already over is answered as it is.
+func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request, id string) {
+	ctx := r.Context()
+	in, err := h.find(ctx, id)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	switch {
+	case in.State == opencode.InputPending:
+		if _, err := h.o.Core.Revoke(ctx, in.SessionID, in.ID); err != nil {
+			h.WriteError(w, r, err)
+			return
+		}
+	case in.State == opencode.InputDelivered && in.Answer == "":
+		// Delivered and not answered: the session's running turn is its.
+		if err := h.o.Core.Abort(ctx, in.SessionID); err != nil {
+			h.WriteError(w, r, err)
+			return
+		}
+		if _, err := h.o.Core.Wait(ctx, in.SessionID, in.ID); err != nil && ctx.Err() != nil {
+			return
+		}
+	}
+	h.respond(w, r, id)
+}
+
 // respond answers the response of input id as it stands.
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, id string) {
 	in, err := h.find(r.Context(), id)

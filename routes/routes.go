@@ -94,7 +94,8 @@ type Config struct {
 	// agui package) behind the same auth; nil: not mounted.
 	AGUI AGUIHandler
 	// OpenAI serves the OpenAI door (POST /v1/responses, GET
-	// /v1/responses/{id}, GET /v1/models; the openai package) behind the
+	// /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/models;
+	// the openai package) behind the
 	// same auth, which takes the password as a bearer token there too;
 	// nil: not mounted.
 	OpenAI OpenAIHandler
@@ -104,6 +105,7 @@ type Config struct {
 type OpenAIHandler interface {
 	Create(w http.ResponseWriter, r *http.Request)
 	Retrieve(w http.ResponseWriter, r *http.Request, id string)
+	Cancel(w http.ResponseWriter, r *http.Request, id string)
 	Models(w http.ResponseWriter, r *http.Request)
 	// WriteError answers an error in OpenAI's shape.
 	WriteError(w http.ResponseWriter, r *http.Request, err error)
@@ -124,6 +126,9 @@ func (s *Server) mountOpenAI(r chi.Router) {
 	r.Post("/v1/responses", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.Create(w, r) }))
 	r.Get("/v1/responses/{responseID}", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
 		o.Retrieve(w, r, chi.URLParam(r, "responseID"))
+	}))
+	r.Post("/v1/responses/{responseID}/cancel", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
+		o.Cancel(w, r, chi.URLParam(r, "responseID"))
 	}))
 	r.Get("/v1/models", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.Models(w, r) }))
 }
