@@ -75,7 +75,8 @@ func checkRequired(t *testing.T, path string, v reflect.Value) {
 
 // TestOpenAISDK: the official Go SDK (openai-go v3.98.0) drives the door
 // with the password as its API key: Responses.New, a continuation by
-// PreviousResponseID, Responses.Get and NewStreaming, every response and
+// PreviousResponseID, Responses.Get, InputItems.List and NewStreaming,
+// every response and
 // event decoded into the SDK's types with their required fields.
 func TestOpenAISDK(t *testing.T) {
 	srv := testserver.Start(t, testserver.Options{Password: "sekrit", Scripted: scriptedConfig(6)})
@@ -105,6 +106,17 @@ func TestOpenAISDK(t *testing.T) {
 	got, err := c.Responses.Get(ctx, next.ID, responses.ResponseGetParams{})
 	if err != nil || got.ID != next.ID || got.OutputText() != next.OutputText() {
 		t.Errorf("Responses.Get: %v %+v", err, got)
+	}
+
+	items, err := c.Responses.InputItems.List(ctx, next.ID, responses.InputItemListParams{})
+	if err != nil || len(items.Data) != 1 || items.HasMore {
+		t.Fatalf("InputItems.List: %v %+v", err, items)
+	}
+	// The union's AsAny reads any "message" as an output message; an
+	// input item is its input variant.
+	checkRequired(t, "input item", reflect.ValueOf(items.Data[0].AsMessage()))
+	if m := items.Data[0].AsMessage(); m.ID != next.ID || m.Role != "user" || len(m.Content) != 1 || m.Content[0].Text != "and again" {
+		t.Errorf("input item %+v", m)
 	}
 
 	st := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: scriptedModel, PreviousResponseID: oai.String(next.ID),

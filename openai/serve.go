@@ -98,6 +98,44 @@ func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request, id string) {
 	h.respond(w, r, id)
 }
 
+// inputMessage is an input item of GET /v1/responses/{id}/input_items: the
+// response's user message, its text parts as input_text.
+type inputMessage struct {
+	ID      string      `json:"id"`
+	Type    string      `json:"type"`
+	Role    string      `json:"role"`
+	Status  string      `json:"status"`
+	Content []inputText `json:"content"`
+}
+
+type inputText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// InputItems serves GET /v1/responses/{id}/input_items: the user message
+// the response is the turn of, as one message item under its msg_ ID.
+func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request, id string) {
+	in, err := h.find(r.Context(), id)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	msg := inputMessage{ID: in.ID, Type: "message", Role: "user", Status: statusCompleted, Content: []inputText{}}
+	for _, p := range in.Parts {
+		if p.Type == opencode.PartText && !p.Synthetic {
+			msg.Content = append(msg.Content, inputText{Type: "input_text", Text: p.Text})
+		}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Object  string         `json:"object"`
+		Data    []inputMessage `json:"data"`
+		FirstID string         `json:"first_id"`
+		LastID  string         `json:"last_id"`
+		HasMore bool           `json:"has_more"`
+	}{"list", []inputMessage{msg}, in.ID, in.ID, false})
+}
+
 // respond answers the response of input id as it stands.
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, id string) {
 	in, err := h.find(r.Context(), id)

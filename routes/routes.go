@@ -94,7 +94,8 @@ type Config struct {
 	// agui package) behind the same auth; nil: not mounted.
 	AGUI AGUIHandler
 	// OpenAI serves the OpenAI door (POST /v1/responses, GET
-	// /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/models;
+	// /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET
+	// /v1/responses/{id}/input_items, GET /v1/models;
 	// the openai package) behind the
 	// same auth, which takes the password as a bearer token there too;
 	// nil: not mounted.
@@ -106,6 +107,7 @@ type OpenAIHandler interface {
 	Create(w http.ResponseWriter, r *http.Request)
 	Retrieve(w http.ResponseWriter, r *http.Request, id string)
 	Cancel(w http.ResponseWriter, r *http.Request, id string)
+	InputItems(w http.ResponseWriter, r *http.Request, id string)
 	Models(w http.ResponseWriter, r *http.Request)
 	// WriteError answers an error in OpenAI's shape.
 	WriteError(w http.ResponseWriter, r *http.Request, err error)
@@ -129,6 +131,9 @@ func (s *Server) mountOpenAI(r chi.Router) {
 	}))
 	r.Post("/v1/responses/{responseID}/cancel", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
 		o.Cancel(w, r, chi.URLParam(r, "responseID"))
+	}))
+	r.Get("/v1/responses/{responseID}/input_items", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
+		o.InputItems(w, r, chi.URLParam(r, "responseID"))
 	}))
 	r.Get("/v1/models", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.Models(w, r) }))
 }
