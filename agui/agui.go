@@ -14,6 +14,7 @@ import (
 
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/internal/keylock"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
@@ -54,19 +55,14 @@ type Options struct {
 // Handler serves POST /agui and POST /agui/{sessionID}.
 type Handler struct {
 	o Options
-	// locks serialize the admission step of runs on one thread in this
+	// threads serialize the admission step of runs on one thread in this
 	// process: the lookup of a client's message ID and the admission
 	// under it are one step, so two copies of a run racing admit once.
-	mu    sync.Mutex
-	locks map[string]*threadLock
+	threads keylock.Locks
+	mu      sync.Mutex
 	// runs is the run that started each thread's running turn, for a
 	// steer's parentRunId.
 	runs map[string]string
-}
-
-type threadLock struct {
-	sync.Mutex
-	n int
 }
 
 // New returns the AG-UI handler.
@@ -80,28 +76,10 @@ func New(o Options) *Handler {
 	if o.Done == nil {
 		o.Done = make(chan struct{})
 	}
-	return &Handler{o: o, locks: map[string]*threadLock{}, runs: map[string]string{}}
+	return &Handler{o: o, runs: map[string]string{}}
 }
 
-func (h *Handler) lock(thread string) func() {
-	h.mu.Lock()
-	l := h.locks[thread]
-	if l == nil {
-		l = &threadLock{}
-		h.locks[thread] = l
-	}
-	l.n++
-	h.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		h.mu.Lock()
-		if l.n--; l.n == 0 {
-			delete(h.locks, thread)
-		}
-		h.mu.Unlock()
-	}
-}
+func (h *Handler) lock(thread string) func() { return h.threads.Lock(thread) }
 
 func (h *Handler) setRun(thread, run string) {
 	h.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -201,6 +202,19 @@ func (m *Manager) Input(ctx context.Context, sessionID, messageID string) (*open
 		return nil, opencode.MessageNotFound(sessionID, messageID)
 	}
 	return in, nil
+}
+
+// FindInput returns an admitted input by its ID alone, whichever session
+// holds it (the OpenAI door's response IDs are user message IDs, sent
+// without their session).
+func (m *Manager) FindInput(ctx context.Context, messageID string) (*opencode.Input, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.StoreTimeout)
+	defer cancel()
+	in, err := m.store.GetInput(ctx, messageID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && in.State == opencode.InputTombstone) {
+		return nil, &opencode.Error{Code: opencode.ENotFound, Message: "Message not found: " + messageID}
+	}
+	return in, err
 }
 
 // WaitIdle blocks until the session has no running turn and no pending input.

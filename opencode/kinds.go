@@ -18,6 +18,10 @@ type Kind struct {
 	RPC int
 	// AGUI is the code of an AG-UI RUN_ERROR or refused run.
 	AGUI string
+	// OpenAI is the error type of the OpenAI door's
+	// {"error": {"message", "type", "param", "code"}}, as OpenAI names
+	// its errors of that status.
+	OpenAI string
 }
 
 // JSON-RPC codes of the table: the spec's invalid params and method not
@@ -34,18 +38,18 @@ const (
 // Kinds is the table. A v2 not-found names what was not found (Session…,
 // Message…) where the routes know it; a revoked input is a v2 conflict.
 var Kinds = map[Code]Kind{
-	EInvalid:      {http.StatusBadRequest, "BadRequest", "InvalidRequestError", RPCInvalidParams, "INVALID_INPUT"},
-	EUnauthorized: {http.StatusUnauthorized, "UnauthorizedError", "UnauthorizedError", RPCAuthRequired, "UNAUTHORIZED"},
-	EForbidden:    {http.StatusForbidden, "ForbiddenError", "ForbiddenError", RPCInvalidParams, "FORBIDDEN"},
-	ENotFound:     {http.StatusNotFound, "NotFoundError", "NotFoundError", RPCNotFound, "NOT_FOUND"},
-	EMethod:       {http.StatusMethodNotAllowed, "MethodNotAllowedError", "MethodNotAllowedError", RPCMethodNotFound, "METHOD_NOT_ALLOWED"},
-	EConflict:     {http.StatusConflict, "ConflictError", "ConflictError", RPCInvalidParams, "CONFLICT"},
-	ERevoked:      {http.StatusConflict, "MessageRevokedError", "ConflictError", RPCInvalidParams, "MESSAGE_REVOKED"},
-	EBusy:         {http.StatusConflict, "SessionBusyError", "SessionBusyError", RPCInvalidParams, "SESSION_BUSY"},
-	ETooLarge:     {http.StatusRequestEntityTooLarge, "PayloadTooLargeError", "PayloadTooLargeError", RPCInvalidParams, "TOO_LARGE"},
-	ETooMany:      {http.StatusTooManyRequests, "TooManyRequestsError", "TooManyRequestsError", RPCUnavailable, "TOO_MANY_REQUESTS"},
-	EUnavailable:  {http.StatusServiceUnavailable, "ServiceUnavailableError", "ServiceUnavailableError", RPCUnavailable, "UNAVAILABLE"},
-	EInternal:     {http.StatusInternalServerError, "UnknownError", "UnknownError", 0, "INTERNAL"},
+	EInvalid:      {http.StatusBadRequest, "BadRequest", "InvalidRequestError", RPCInvalidParams, "INVALID_INPUT", "invalid_request_error"},
+	EUnauthorized: {http.StatusUnauthorized, "UnauthorizedError", "UnauthorizedError", RPCAuthRequired, "UNAUTHORIZED", "authentication_error"},
+	EForbidden:    {http.StatusForbidden, "ForbiddenError", "ForbiddenError", RPCInvalidParams, "FORBIDDEN", "permission_error"},
+	ENotFound:     {http.StatusNotFound, "NotFoundError", "NotFoundError", RPCNotFound, "NOT_FOUND", "invalid_request_error"},
+	EMethod:       {http.StatusMethodNotAllowed, "MethodNotAllowedError", "MethodNotAllowedError", RPCMethodNotFound, "METHOD_NOT_ALLOWED", "invalid_request_error"},
+	EConflict:     {http.StatusConflict, "ConflictError", "ConflictError", RPCInvalidParams, "CONFLICT", "invalid_request_error"},
+	ERevoked:      {http.StatusConflict, "MessageRevokedError", "ConflictError", RPCInvalidParams, "MESSAGE_REVOKED", "invalid_request_error"},
+	EBusy:         {http.StatusConflict, "SessionBusyError", "SessionBusyError", RPCInvalidParams, "SESSION_BUSY", "invalid_request_error"},
+	ETooLarge:     {http.StatusRequestEntityTooLarge, "PayloadTooLargeError", "PayloadTooLargeError", RPCInvalidParams, "TOO_LARGE", "invalid_request_error"},
+	ETooMany:      {http.StatusTooManyRequests, "TooManyRequestsError", "TooManyRequestsError", RPCUnavailable, "TOO_MANY_REQUESTS", "rate_limit_error"},
+	EUnavailable:  {http.StatusServiceUnavailable, "ServiceUnavailableError", "ServiceUnavailableError", RPCUnavailable, "UNAVAILABLE", "server_error"},
+	EInternal:     {http.StatusInternalServerError, "UnknownError", "UnknownError", 0, "INTERNAL", "server_error"},
 }
 
 // KindOf is code's row; a code the table lacks is internal.

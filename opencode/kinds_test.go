@@ -17,7 +17,7 @@ func TestKindsComplete(t *testing.T) {
 			t.Errorf("%s has no row", c)
 			continue
 		}
-		if k.HTTP < 400 || k.HTTP > 599 || k.V1 == "" || k.V2 == "" || k.AGUI == "" {
+		if k.HTTP < 400 || k.HTTP > 599 || k.V1 == "" || k.V2 == "" || k.AGUI == "" || k.OpenAI == "" {
 			t.Errorf("%s: incomplete row %+v", c, k)
 		}
 		if (k.RPC == 0) != (c == EInternal) {

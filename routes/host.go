@@ -25,11 +25,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		fam := v1
-		if isV2(r) {
-			fam = v2
-		}
-		writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.EForbidden,
+		s.refuse(w, r, &opencode.Error{Code: opencode.EForbidden,
 			Message: "Host " + clip(r.Host) + " is not allowed: this server answers its loopback address and the names given with --allowed-host"})
 	})
 }

@@ -93,6 +93,69 @@ type Config struct {
 	// AGUI serves AG-UI runs (POST /agui, POST /agui/{sessionID}; the
 	// agui package) behind the same auth; nil: not mounted.
 	AGUI AGUIHandler
+	// OpenAI serves the OpenAI door (POST /v1/responses, GET
+	// /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET
+	// /v1/responses/{id}/input_items, GET /v1/models;
+	// the openai package) behind the
+	// same auth, which takes the password as a bearer token there too;
+	// nil: not mounted.
+	OpenAI OpenAIHandler
+}
+
+// OpenAIHandler is the OpenAI door (openai.Handler).
+type OpenAIHandler interface {
+	Create(w http.ResponseWriter, r *http.Request)
+	Retrieve(w http.ResponseWriter, r *http.Request, id string)
+	Cancel(w http.ResponseWriter, r *http.Request, id string)
+	InputItems(w http.ResponseWriter, r *http.Request, id string)
+	Models(w http.ResponseWriter, r *http.Request)
+	// WriteError answers an error in OpenAI's shape.
+	WriteError(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// mountOpenAI mounts the OpenAI door; without a handler its routes are
+// unknown routes, as on a server built without the door.
+func (s *Server) mountOpenAI(r chi.Router) {
+	serve := func(f func(o OpenAIHandler, w http.ResponseWriter, r *http.Request)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if s.cfg.OpenAI == nil {
+				writeError(w, r, v1, s.log, &opencode.Error{Code: opencode.ENotFound, Message: "No route for " + r.Method + " " + r.URL.Path})
+				return
+			}
+			f(s.cfg.OpenAI, w, r)
+		}
+	}
+	r.Post("/v1/responses", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.Create(w, r) }))
+	r.Get("/v1/responses/{responseID}", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
+		o.Retrieve(w, r, chi.URLParam(r, "responseID"))
+	}))
+	r.Post("/v1/responses/{responseID}/cancel", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
+		o.Cancel(w, r, chi.URLParam(r, "responseID"))
+	}))
+	r.Get("/v1/responses/{responseID}/input_items", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
+		o.InputItems(w, r, chi.URLParam(r, "responseID"))
+	}))
+	r.Get("/v1/models", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.Models(w, r) }))
+}
+
+// isOpenAI reports whether a request is the OpenAI door's, answered in
+// its error shape.
+func (s *Server) isOpenAI(r *http.Request) bool {
+	return s.cfg.OpenAI != nil && strings.HasPrefix(r.URL.Path, "/v1/")
+}
+
+// refuse answers an error before or beside the routes (auth, the Host
+// check, an unknown route or method) in the shape of the route family
+// the request is addressed to.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case s.isOpenAI(r):
+		s.cfg.OpenAI.WriteError(w, r, err)
+	case isV2(r):
+		writeError(w, r, v2, s.log, err)
+	default:
+		writeError(w, r, v1, s.log, err)
+	}
 }
 
 // mountAGUI mounts the AG-UI runs; without a handler they are unknown
@@ -160,24 +223,16 @@ func New(cfg Config) http.Handler {
 		if s.serveWeb(w, r) {
 			return
 		}
-		fam := v1
-		if isV2(r) {
-			fam = v2
-		}
-		writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.ENotFound, Message: "No route for " + r.Method + " " + r.URL.Path})
+		s.refuse(w, r, &opencode.Error{Code: opencode.ENotFound, Message: "No route for " + r.Method + " " + r.URL.Path})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		if s.serveWeb(w, r) {
 			return
 		}
-		fam := v1
-		if isV2(r) {
-			fam = v2
-		}
 		if allow := s.routes.allowed(r.URL.Path); allow != "" {
 			w.Header().Set("Allow", allow)
 		}
-		writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.EMethod, Message: "Method " + r.Method + " not allowed on " + r.URL.Path})
+		s.refuse(w, r, &opencode.Error{Code: opencode.EMethod, Message: "Method " + r.Method + " not allowed on " + r.URL.Path})
 	})
 	s.mountV1(r)
 	s.mountV2(r)
@@ -199,6 +254,7 @@ func New(cfg Config) http.Handler {
 	s.mountPTY(r)
 	s.mountIntegrations(r)
 	s.mountAGUI(r)
+	s.mountOpenAI(r)
 	s.routes = newRouteTable(r)
 	s.webScope = newWebScope(r)
 	return router{r}
@@ -363,6 +419,13 @@ func (s *Server) auth(next http.Handler) http.Handler {
 		if !ok {
 			u, p, ok = ptyQueryAuth(r) // the terminal websocket's auth_token
 		}
+		if !ok && s.isOpenAI(r) {
+			// The OpenAI SDKs send their API key as a bearer token: the
+			// password is that key.
+			if tok, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found {
+				u, p, ok = s.cfg.Username, tok, true
+			}
+		}
 		uOK := subtle.ConstantTimeCompare([]byte(u), user) == 1
 		pOK := subtle.ConstantTimeCompare([]byte(p), pass) == 1
 		if !ok || !uOK || !pOK {
@@ -371,11 +434,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="opencode"`)
-			fam := v1
-			if isV2(r) {
-				fam = v2
-			}
-			writeError(w, r, fam, s.log, &opencode.Error{Code: opencode.EUnauthorized, Message: "Unauthorized"})
+			s.refuse(w, r, &opencode.Error{Code: opencode.EUnauthorized, Message: "Unauthorized"})
 			return
 		}
 		next.ServeHTTP(w, r)

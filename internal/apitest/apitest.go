@@ -189,8 +189,11 @@ func (v *validator) checkUnmatched(r *http.Request, rec *recorder, routeErr erro
 		return nil // a CORS preflight, answered on every path
 	}
 	fam := "V1"
-	if strings.HasPrefix(r.URL.Path, "/api/") {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/api/"):
 		fam = "V2"
+	case strings.HasPrefix(r.URL.Path, "/v1/"):
+		fam = "OpenAI" // the OpenAI door refuses in its own shape
 	}
 	var name string
 	switch {

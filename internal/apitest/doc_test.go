@@ -39,11 +39,13 @@ var taggedOnV1 = map[string]bool{"#/components/schemas/SessionBusyError": true, 
 	"#/components/schemas/InvalidRequestError": true}
 
 // otherShapes are the 4xx answers of v1 routes that OpenCode 1.18.33 gives
-// in neither family (recorded in testdata/reference/cloud/), and the AG-UI
-// front door's own (AG-UI defines no error shape).
+// in neither family (recorded in testdata/reference/cloud/), the AG-UI
+// front door's own (AG-UI defines no error shape) and the OpenAI door's
+// (OpenAI's).
 var otherShapes = map[string]bool{"#/components/schemas/ConsoleSwitchRefused": true,
 	"#/components/schemas/UpgradeFailed": true, "#/components/schemas/McpUnsupportedOAuthError": true,
-	"#/components/schemas/SyncStealRefused": true, "#/components/schemas/AGUIError": true}
+	"#/components/schemas/SyncStealRefused": true, "#/components/schemas/AGUIError": true,
+	"#/components/schemas/OpenAIError": true}
 
 // TestEveryOperationDocumentsErrors: every operation documents 401 and 500,
 // and each error response is in its route family's shape: {name, data} on

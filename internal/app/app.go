@@ -21,6 +21,7 @@ import (
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/lifecycle"
 	"github.com/opencode-server/opencode-server/mcp"
+	"github.com/opencode-server/opencode-server/openai"
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/pty"
@@ -216,7 +217,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 		CORS: o.CORS, AllowedHosts: o.AllowedHosts, Logger: o.Logger, Commands: o.Config.Command, References: o.Config.References, MCP: servers, ForwardWindow: o.ForwardWindow,
 		Credentials: mods.auth, Reload: mods.rebuild, Publish: a.Manager.PublishLive,
 		Workspaces: routes.ExperimentalFlag(o.Getenv, "OPENCODE_EXPERIMENTAL_WORKSPACES"), Web: web,
-		Projects: projects, AGUI: agui.New(agui.Options{Core: a.Manager, Directory: o.Directory, Logger: o.Logger, Done: a.done})})
+		Projects: projects, AGUI: agui.New(agui.Options{Core: a.Manager, Directory: o.Directory, Logger: o.Logger, Done: a.done}),
+		OpenAI: openai.New(openai.Options{Core: a.Manager, Directory: o.Directory, Catalog: cat, Logger: o.Logger, Done: a.done})})
 	a.web = web
 	a.Commands = func(dir string) []command.Command { return command.List(dir, o.Config.Command, config.GlobalDir()) }
 	started = true

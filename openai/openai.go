@@ -1,0 +1,114 @@
+// Package openai is the OpenAI door: OpenAI's Responses API (POST
+// /v1/responses as JSON or SSE, GET /v1/responses/{id}) and GET
+// /v1/models, on the same core as every other front door. A response is
+// one turn of a session: its input is admitted through the same core
+// admission as every prompt, and its ID is that input's user message ID
+// (msg_…), so the one ID a message has is also its response's. Output
+// items are the turn's assistant messages, under their own msg_ IDs; what
+// is streamed comes from the session's event log and bus, as AG-UI's runs
+// do.
+package openai
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/opencode-server/opencode-server/agent"
+	"github.com/opencode-server/opencode-server/catalog"
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/internal/keylock"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// Core is what the OpenAI door needs of the lifecycle (lifecycle.Manager).
+type Core interface {
+	CreateSession(ctx context.Context, opts opencode.SessionOptions) (opencode.Session, bool, error)
+	GetSession(ctx context.Context, id string) (opencode.Session, error)
+	Messages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error)
+	Inbox(ctx context.Context, sessionID string) ([]*opencode.Input, error)
+	FindInput(ctx context.Context, messageID string) (*opencode.Input, error)
+	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)
+	Wait(ctx context.Context, sessionID, messageID string) (opencode.Result, error)
+	Revoke(ctx context.Context, sessionID, messageID string) (bool, error)
+	Abort(ctx context.Context, sessionID string) error
+	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
+	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
+	HasModel(providerID, modelID string) bool
+	Agents() []agent.Agent
+}
+
+// Options configure the handler.
+type Options struct {
+	Core Core
+	// Directory is the directory of the sessions a response creates.
+	Directory string
+	// Catalog is the model catalog GET /v1/models lists (nil: none).
+	Catalog *catalog.Live
+	IDs     *identifier.Generator
+	Logger  *slog.Logger
+	// Done ends every stream when the server shuts down.
+	Done <-chan struct{}
+}
+
+// Handler serves the OpenAI door's routes.
+type Handler struct {
+	o Options
+	// keys are the Idempotency-Keys seen, for a retry of a request that
+	// started a new session (one naming its session finds its key in the
+	// session's messages).
+	keys keyIndex
+}
+
+// New returns the OpenAI door.
+func New(o Options) *Handler {
+	if o.IDs == nil {
+		o.IDs = identifier.Default()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Done == nil {
+		o.Done = make(chan struct{})
+	}
+	return &Handler{o: o, keys: keyIndex{seen: map[string]keyEntry{}}}
+}
+
+// maxKeys bounds the Idempotency-Keys remembered in memory, oldest
+// forgotten first.
+const maxKeys = 4096
+
+// keyIndex serializes the requests of one Idempotency-Key in this process
+// and remembers where each was admitted.
+type keyIndex struct {
+	locks keylock.Locks
+	mu    sync.Mutex
+	seen  map[string]keyEntry
+	order []string
+}
+
+// keyEntry is where a key's request was admitted.
+type keyEntry struct{ session, message string }
+
+func (k *keyIndex) lock(key string) func() { return k.locks.Lock(key) }
+
+func (k *keyIndex) get(key string) (keyEntry, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.seen[key]
+	return e, ok
+}
+
+func (k *keyIndex) put(key string, e keyEntry) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.seen[key]; !ok {
+		k.order = append(k.order, key)
+		if len(k.order) > maxKeys {
+			delete(k.seen, k.order[0])
+			k.order = k.order[1:]
+		}
+	}
+	k.seen[key] = e
+}

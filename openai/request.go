@@ -1,0 +1,291 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/opencode-server/opencode-server/identifier"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// createRequest is the body of POST /v1/responses: the fields this door
+// acts on. The sampling fields an SDK may send (temperature, top_p, ...)
+// are accepted and left to the model's and agent's settings.
+type createRequest struct {
+	Model              string            `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	PreviousResponseID string            `json:"previous_response_id"`
+	Conversation       json.RawMessage   `json:"conversation"`
+	Metadata           map[string]string `json:"metadata"`
+	Store              *bool             `json:"store"`
+	Stream             bool              `json:"stream"`
+	Background         bool              `json:"background"`
+	Tools              []json.RawMessage `json:"tools"`
+}
+
+// inputItem is one item of an input list: a message (type "message", or
+// none with a role), or another item type this door refuses by name.
+type inputItem struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// contentPart is one part of a message's content list.
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// partMeta is what a response's user message keeps of its request, in
+// its first part's metadata under "openai": what the response object
+// shows again, and the Idempotency-Key a retry is found by.
+type partMeta struct {
+	OpenAI *requestMeta `json:"openai,omitempty"`
+}
+
+type requestMeta struct {
+	Metadata           map[string]string `json:"metadata,omitempty"`
+	PreviousResponseID string            `json:"previousResponseID,omitempty"`
+	IdempotencyKey     string            `json:"idempotencyKey,omitempty"`
+}
+
+// metaOf reads a user message's request metadata (nil: none).
+func metaOf(parts []opencode.Part) *requestMeta {
+	for _, p := range parts {
+		if len(p.Metadata) == 0 {
+			continue
+		}
+		var m partMeta
+		if json.Unmarshal(p.Metadata, &m) == nil && m.OpenAI != nil {
+			return m.OpenAI
+		}
+	}
+	return nil
+}
+
+// turn is a validated request: what is admitted, and where.
+type turn struct {
+	req      createRequest
+	texts    []string
+	system   string
+	agent    string
+	model    *opencode.MessageModel
+	session  string // the conversation's session ("": from previous_response_id, or new)
+	previous string
+}
+
+// OpenAI's metadata limits: 16 pairs, keys up to 64 characters, values up
+// to 512.
+const (
+	maxMetadata      = 16
+	maxMetadataKey   = 64
+	maxMetadataValue = 512
+)
+
+// decodeRequest validates a body; nothing is read from the core but the
+// model and agent names.
+func (h *Handler) decodeRequest(body []byte) (*turn, error) {
+	var t turn
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&t.req); err != nil {
+		return nil, invalid("", "", "The body is not a valid request: "+err.Error())
+	}
+	req := &t.req
+	if req.Background {
+		return nil, invalid("background", "unsupported_parameter", "background responses are not supported yet: a response streams or is answered when its turn ends")
+	}
+	if len(req.Tools) > 0 {
+		return nil, invalid("tools", "unsupported_parameter", "tools are not supported yet by this server's OpenAI door: the agent's own tools run on the server")
+	}
+	if err := t.decodeInput(); err != nil {
+		return nil, err
+	}
+	if req.Instructions != nil && *req.Instructions != "" {
+		t.system = strings.TrimSpace(strings.Join([]string{*req.Instructions, t.system}, "\n"))
+	}
+	if err := checkMetadata(req.Metadata); err != nil {
+		return nil, err
+	}
+	if err := h.resolveModel(&t); err != nil {
+		return nil, err
+	}
+	conv, err := conversationID(req.Conversation)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case conv != "" && req.PreviousResponseID != "":
+		return nil, invalid("conversation", "", "previous_response_id and conversation cannot both be given: a response continues one session")
+	case conv != "" && identifier.Check(identifier.Session, conv) != nil:
+		return nil, invalid("conversation", "invalid_value", fmt.Sprintf("conversation %q is not a session ID (ses_…): a conversation is a session of this server", clip(conv)))
+	case req.PreviousResponseID != "" && identifier.Check(identifier.Message, req.PreviousResponseID) != nil:
+		return nil, notFound("previous_response_id", "previous_response_not_found", fmt.Sprintf("Previous response with id '%s' not found.", clip(req.PreviousResponseID)))
+	}
+	t.session, t.previous = conv, req.PreviousResponseID
+	return &t, nil
+}
+
+// decodeInput reads input: a string, or a list of message items whose
+// content is a string or input_text parts. User messages become the
+// admitted user message's text parts; system and developer messages join
+// the instructions.
+func (t *turn) decodeInput() error {
+	raw := bytes.TrimSpace(t.req.Input)
+	if len(raw) == 0 || string(raw) == "null" {
+		return invalid("input", "missing_required_parameter", "input is required")
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return invalid("input", "empty_string", "input must not be empty")
+		}
+		t.texts = []string{s}
+		return nil
+	}
+	var items []inputItem
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return invalid("input", "invalid_type", "input must be a string or a list of input items")
+	}
+	var system []string
+	for i, it := range items {
+		param := fmt.Sprintf("input[%d]", i)
+		typ := it.Type
+		if typ == "" && it.Role != "" {
+			typ = "message"
+		}
+		if typ != "message" {
+			return invalid(param+".type", "unsupported_value", fmt.Sprintf("input items of type %q are not supported yet: send message items", clip(typ)))
+		}
+		texts, err := contentTexts(it.Content, param+".content")
+		if err != nil {
+			return err
+		}
+		switch it.Role {
+		case "user":
+			t.texts = append(t.texts, texts...)
+		case "system", "developer":
+			system = append(system, texts...)
+		case "assistant":
+			return invalid(param+".role", "unsupported_value", "assistant messages in input are not supported yet: continue a conversation with previous_response_id or conversation, whose turns the server holds")
+		default:
+			return invalid(param+".role", "invalid_value", fmt.Sprintf("role %q is not one of user, system, developer", clip(it.Role)))
+		}
+	}
+	if len(t.texts) == 0 {
+		return invalid("input", "missing_required_parameter", "input has no user message with text")
+	}
+	t.system = strings.Join(system, "\n")
+	return nil
+}
+
+// contentTexts reads a message's content: a string or input_text parts.
+func contentTexts(raw json.RawMessage, param string) ([]string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil, invalid(param, "empty_string", "a message's content must not be empty")
+		}
+		return []string{s}, nil
+	}
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil || len(parts) == 0 {
+		return nil, invalid(param, "invalid_type", "a message's content must be a string or a list of input_text parts")
+	}
+	out := make([]string, 0, len(parts))
+	for j, p := range parts {
+		switch p.Type {
+		case "input_text", "text":
+			if p.Text == "" {
+				return nil, invalid(fmt.Sprintf("%s[%d].text", param, j), "empty_string", "an input_text part must have text")
+			}
+			out = append(out, p.Text)
+		default:
+			return nil, invalid(fmt.Sprintf("%s[%d].type", param, j), "unsupported_value", fmt.Sprintf("content parts of type %q are not supported yet: send input_text", clip(p.Type)))
+		}
+	}
+	return out, nil
+}
+
+func checkMetadata(md map[string]string) error {
+	if len(md) > maxMetadata {
+		return invalid("metadata", "object_above_max_properties", fmt.Sprintf("metadata has %d pairs; at most %d", len(md), maxMetadata))
+	}
+	for k, v := range md {
+		if utf8.RuneCountInString(k) > maxMetadataKey {
+			return invalid("metadata", "string_above_max_length", fmt.Sprintf("metadata key %q is longer than %d characters", clip(k), maxMetadataKey))
+		}
+		if utf8.RuneCountInString(v) > maxMetadataValue {
+			return invalid("metadata", "string_above_max_length", fmt.Sprintf("metadata value of %q is longer than %d characters", clip(k), maxMetadataValue))
+		}
+	}
+	return nil
+}
+
+// resolveModel reads model: "provider/model" of the catalog, or the name
+// of one of the server's agents, or "" for the session's defaults.
+func (h *Handler) resolveModel(t *turn) error {
+	name := t.req.Model
+	if name == "" {
+		return nil
+	}
+	if p, m, ok := strings.Cut(name, "/"); ok {
+		if !h.o.Core.HasModel(p, m) {
+			return notFound("model", "model_not_found", fmt.Sprintf("The model `%s` does not exist: name a model as provider/model (GET /v1/models) or one of the server's agents", clip(name)))
+		}
+		t.model = &opencode.MessageModel{ProviderID: p, ModelID: m}
+		return nil
+	}
+	for _, a := range h.o.Core.Agents() {
+		if a.Name == name && a.Mode != "subagent" {
+			t.agent = name
+			return nil
+		}
+	}
+	return notFound("model", "model_not_found", fmt.Sprintf("The model `%s` does not exist: name a model as provider/model (GET /v1/models) or one of the server's agents", clip(name)))
+}
+
+// conversationID reads conversation: a session ID, or {"id": ...}.
+func conversationID(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var o struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil || o.ID == "" {
+		return "", invalid("conversation", "invalid_type", "conversation must be a session ID or {\"id\": session ID}")
+	}
+	return o.ID, nil
+}
+
+// clip shortens a client's string quoted back in an error.
+func clip(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:80] + "…"
+}
+
+// parts are the admitted user message's parts, their IDs minted here;
+// the first carries the request's metadata.
+func (h *Handler) parts(t *turn, key string) []opencode.Part {
+	parts := make([]opencode.Part, len(t.texts))
+	for i, s := range t.texts {
+		parts[i] = opencode.Part{ID: h.o.IDs.NewPart(), Type: opencode.PartText, Text: s}
+	}
+	meta := requestMeta{Metadata: t.req.Metadata, PreviousResponseID: t.previous, IdempotencyKey: key}
+	if b, err := json.Marshal(partMeta{OpenAI: &meta}); err == nil {
+		parts[0].Metadata = b
+	}
+	return parts
+}

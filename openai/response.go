@@ -1,0 +1,250 @@
+package openai
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// Response is OpenAI's response object, read from the session: the turn
+// the user message Response.ID started.
+type Response struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"`
+	CreatedAt          int64              `json:"created_at"`
+	Status             string             `json:"status"`
+	CompletedAt        *int64             `json:"completed_at"`
+	Error              *responseError     `json:"error"`
+	IncompleteDetails  *incompleteDetails `json:"incomplete_details"`
+	Instructions       *string            `json:"instructions"`
+	MaxOutputTokens    *int64             `json:"max_output_tokens"`
+	Metadata           map[string]string  `json:"metadata"`
+	Model              string             `json:"model"`
+	Output             []outputItem       `json:"output"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	// Conversation is the session the response is a turn of, always.
+	Conversation *conversation `json:"conversation"`
+	Store        bool          `json:"store"`
+	Background   bool          `json:"background"`
+	Temperature  *float64      `json:"temperature"`
+	TopP         *float64      `json:"top_p"`
+	ToolChoice   string        `json:"tool_choice"`
+	Tools        []struct{}    `json:"tools"`
+	Text         textConfig    `json:"text"`
+	Truncation   string        `json:"truncation"`
+	Usage        *usage        `json:"usage"`
+}
+
+type responseError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type incompleteDetails struct {
+	Reason string `json:"reason"`
+}
+
+type conversation struct {
+	ID string `json:"id"`
+}
+
+type textConfig struct {
+	Format struct {
+		Type string `json:"type"`
+	} `json:"format"`
+}
+
+type usage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens     int64 `json:"cached_tokens"`
+		CacheWriteTokens int64 `json:"cache_write_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int64 `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int64 `json:"total_tokens"`
+}
+
+// outputItem is a message output item: one assistant message of the
+// turn (one step), its ID the message's msg_ ID, its content the
+// message's text parts.
+type outputItem struct {
+	ID      string       `json:"id"`
+	Type    string       `json:"type"`
+	Role    string       `json:"role"`
+	Status  string       `json:"status"`
+	Content []outputText `json:"content"`
+}
+
+// outputText is an output_text content part.
+type outputText struct {
+	Type        string     `json:"type"`
+	Text        string     `json:"text"`
+	Annotations []struct{} `json:"annotations"`
+	Logprobs    []struct{} `json:"logprobs"`
+}
+
+func newOutputText(s string) outputText {
+	return outputText{Type: "output_text", Text: s, Annotations: []struct{}{}, Logprobs: []struct{}{}}
+}
+
+// Response statuses, as OpenAI names them.
+const (
+	statusQueued     = "queued"
+	statusInProgress = "in_progress"
+	statusCompleted  = "completed"
+	statusFailed     = "failed"
+	statusCancelled  = "cancelled"
+)
+
+// header is the response object of an input before its turn's messages
+// are read: the fields its request decided.
+func header(in *opencode.Input) *Response {
+	r := &Response{ID: in.ID, Object: "response", CreatedAt: in.TimeCreated / 1000, Status: statusInProgress,
+		Metadata: map[string]string{}, Output: []outputItem{}, ParallelToolCalls: true,
+		Conversation: &conversation{ID: in.SessionID}, Store: true, ToolChoice: "auto", Tools: []struct{}{},
+		Truncation: "disabled"}
+	r.Text.Format.Type = "text"
+	if in.System != "" {
+		s := in.System
+		r.Instructions = &s
+	}
+	switch {
+	case in.Model != nil:
+		r.Model = in.Model.ProviderID + "/" + in.Model.ModelID
+	case in.Agent != "":
+		r.Model = in.Agent
+	}
+	if m := metaOf(in.Parts); m != nil {
+		for k, v := range m.Metadata {
+			r.Metadata[k] = v
+		}
+		if m.PreviousResponseID != "" {
+			p := m.PreviousResponseID
+			r.PreviousResponseID = &p
+		}
+	}
+	switch in.State {
+	case opencode.InputPending:
+		r.Status = statusQueued
+	case opencode.InputRevoked:
+		r.Status = statusCancelled // revoked before its turn began
+	}
+	return r
+}
+
+// build reads the response of input in from its session: the assistant
+// messages of its turn as output items, their tokens as usage, the
+// last one's error as the status.
+func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, error) {
+	r := header(in)
+	if in.State != opencode.InputDelivered {
+		return r, nil
+	}
+	conv, err := h.o.Core.Messages(ctx, in.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	start := -1
+	for i, m := range conv {
+		if m.Info.ID == in.ID {
+			start = i
+			break
+		}
+	}
+	// The turn's steps: from its first assistant message (whose parent is
+	// the response's user message; one before it is an earlier turn's, the
+	// user message having been shown while that turn ran) to the one
+	// recorded as its answer, or all so far while it runs. Turns of a
+	// session do not overlap, so nothing in between is another's.
+	var steps []opencode.MessageWithParts
+	if start >= 0 && in.Answer != in.ID {
+		begun := false
+		for _, m := range conv[start+1:] {
+			if m.Info.Role != opencode.Assistant {
+				continue // a steer delivered into the turn, or a later input shown
+			}
+			if !begun && m.Info.ParentID != in.ID && m.Info.ID != in.Answer {
+				continue
+			}
+			begun = true
+			steps = append(steps, m)
+			if m.Info.ID == in.Answer {
+				break
+			}
+		}
+	}
+	var u usage
+	for _, m := range steps {
+		if m.Info.ProviderID != "" {
+			r.Model = m.Info.ProviderID + "/" + m.Info.ModelID
+		}
+		t := m.Info.Tokens
+		u.InputTokens += t.Input + t.Cache.Read + t.Cache.Write
+		u.InputTokensDetails.CachedTokens += t.Cache.Read
+		u.InputTokensDetails.CacheWriteTokens += t.Cache.Write
+		u.OutputTokens += t.Output + t.Reasoning
+		u.OutputTokensDetails.ReasoningTokens += t.Reasoning
+		if it, ok := messageItem(m); ok {
+			r.Output = append(r.Output, it)
+		}
+	}
+	u.TotalTokens = u.InputTokens + u.OutputTokens
+	r.Usage = &u
+	if in.Answer == "" {
+		return r, nil // still running
+	}
+	r.Status = statusCompleted
+	var last *opencode.Message
+	if n := len(steps); n > 0 {
+		last = &steps[n-1].Info
+		if c := last.Time.Completed; c != nil {
+			done := *c / 1000
+			r.CompletedAt = &done
+		}
+	}
+	if last != nil && last.Error != nil {
+		if last.Error.Name == "MessageAbortedError" {
+			r.Status = statusCancelled
+		} else {
+			r.Status = statusFailed
+			msg, _ := last.Error.Data["message"].(string)
+			if msg == "" {
+				msg = last.Error.Name
+			}
+			r.Error = &responseError{Code: "server_error", Message: msg}
+		}
+	}
+	return r, nil
+}
+
+// messageItem is an assistant message as an output item, if it has text.
+func messageItem(m opencode.MessageWithParts) (outputItem, bool) {
+	it := outputItem{ID: m.Info.ID, Type: "message", Role: "assistant", Status: statusCompleted}
+	for _, p := range m.Parts {
+		if p.Type == opencode.PartText && !p.Synthetic && !p.Ignored {
+			it.Content = append(it.Content, newOutputText(p.Text))
+		}
+	}
+	if m.Info.Time.Completed == nil {
+		it.Status = statusInProgress
+	}
+	return it, len(it.Content) > 0
+}
+
+// find reads the input a response ID names.
+func (h *Handler) find(ctx context.Context, id string) (*opencode.Input, error) {
+	in, err := h.o.Core.FindInput(ctx, id)
+	if err != nil {
+		var oe *opencode.Error
+		if asNotFound(err, &oe) {
+			return nil, notFound("", "", fmt.Sprintf("Response with id '%s' not found.", clip(id)))
+		}
+		return nil, err
+	}
+	return in, nil
+}

@@ -1,0 +1,289 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// maxBody is the largest request body read; maxKey the longest
+// Idempotency-Key kept (with the user message).
+const (
+	maxBody = 32 << 20
+	maxKey  = 255
+)
+
+// Create serves POST /v1/responses: the request's input is admitted as a
+// user message of a session (a new one, the conversation's, or the one
+// previous_response_id is a turn of), queued behind a running turn, and
+// the response is its turn: answered as JSON when the turn ends, or
+// streamed as it runs.
+func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			h.WriteError(w, r, &opencode.Error{Code: opencode.ETooLarge, Message: fmt.Sprintf("the request is larger than %d bytes", maxBody)})
+			return
+		}
+		h.WriteError(w, r, invalid("", "", "the body could not be read: "+err.Error()))
+		return
+	}
+	t, err := h.decodeRequest(body)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxKey {
+		h.WriteError(w, r, invalid("", "invalid_idempotency_key", fmt.Sprintf("the Idempotency-Key header is longer than %d bytes", maxKey)))
+		return
+	}
+	ctx := r.Context()
+	in, existed, sub, err := h.admit(ctx, t, key)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	if sub != nil {
+		defer sub.Close()
+		h.stream(w, r, in, existed, sub)
+		return
+	}
+	if _, err := h.o.Core.Wait(ctx, in.SessionID, in.ID); err != nil && ctx.Err() != nil {
+		return // the client left; its turn goes on in the core
+	}
+	h.respond(w, r, in.ID)
+}
+
+// Retrieve serves GET /v1/responses/{id}: the turn of any user message
+// (whichever door admitted it), read from its session.
+func (h *Handler) Retrieve(w http.ResponseWriter, r *http.Request, id string) {
+	h.respond(w, r, id)
+}
+
+// Cancel serves POST /v1/responses/{id}/cancel: a response still queued
+// is revoked from the inbox, a running one's turn is aborted (the
+// session's abort: its pending steers go too), and the answer is the
+// response once that is done; one already over is answered as it is.
+func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request, id string) {
+	ctx := r.Context()
+	in, err := h.find(ctx, id)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	switch {
+	case in.State == opencode.InputPending:
+		if _, err := h.o.Core.Revoke(ctx, in.SessionID, in.ID); err != nil {
+			h.WriteError(w, r, err)
+			return
+		}
+	case in.State == opencode.InputDelivered && in.Answer == "":
+		// Delivered and not answered: the session's running turn is its.
+		if err := h.o.Core.Abort(ctx, in.SessionID); err != nil {
+			h.WriteError(w, r, err)
+			return
+		}
+		if _, err := h.o.Core.Wait(ctx, in.SessionID, in.ID); err != nil && ctx.Err() != nil {
+			return
+		}
+	}
+	h.respond(w, r, id)
+}
+
+// inputMessage is an input item of GET /v1/responses/{id}/input_items: the
+// response's user message, its text parts as input_text.
+type inputMessage struct {
+	ID      string      `json:"id"`
+	Type    string      `json:"type"`
+	Role    string      `json:"role"`
+	Status  string      `json:"status"`
+	Content []inputText `json:"content"`
+}
+
+type inputText struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// InputItems serves GET /v1/responses/{id}/input_items: the user message
+// the response is the turn of, as one message item under its msg_ ID.
+func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request, id string) {
+	in, err := h.find(r.Context(), id)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	msg := inputMessage{ID: in.ID, Type: "message", Role: "user", Status: statusCompleted, Content: []inputText{}}
+	for _, p := range in.Parts {
+		if p.Type == opencode.PartText && !p.Synthetic {
+			msg.Content = append(msg.Content, inputText{Type: "input_text", Text: p.Text})
+		}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Object  string         `json:"object"`
+		Data    []inputMessage `json:"data"`
+		FirstID string         `json:"first_id"`
+		LastID  string         `json:"last_id"`
+		HasMore bool           `json:"has_more"`
+	}{"list", []inputMessage{msg}, in.ID, in.ID, false})
+}
+
+// respond answers the response of input id as it stands.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, id string) {
+	in, err := h.find(r.Context(), id)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	resp, err := h.build(r.Context(), in)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// admit finds the request's session (creating a new one when it names
+// none) and admits its input there; a stream's subscription is taken
+// before the admission, so it holds every event of the turn. A request
+// with an Idempotency-Key that was admitted before is admitted again
+// under the same message ID: the core answers the earlier admission, or
+// a conflict if the body differs.
+func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Input, bool, *eventbus.Subscription, error) {
+	if key != "" {
+		defer h.keys.lock(key)()
+	}
+	core := h.o.Core
+	sid := t.session
+	if t.previous != "" {
+		prev, err := h.find(ctx, t.previous)
+		if err != nil {
+			var oe *opencode.Error
+			if asNotFound(err, &oe) {
+				return nil, false, nil, notFound("previous_response_id", "previous_response_not_found", fmt.Sprintf("Previous response with id '%s' not found.", clip(t.previous)))
+			}
+			return nil, false, nil, err
+		}
+		sid = prev.SessionID
+	} else if sid != "" {
+		if _, err := core.GetSession(ctx, sid); err != nil {
+			var oe *opencode.Error
+			if asNotFound(err, &oe) {
+				return nil, false, nil, notFound("conversation", "conversation_not_found", fmt.Sprintf("Conversation with id '%s' not found.", clip(sid)))
+			}
+			return nil, false, nil, err
+		}
+	}
+	id := ""
+	if key != "" {
+		if e, ok := h.keys.get(key); ok {
+			if sid != "" && e.session != sid {
+				return nil, false, nil, &fieldError{&opencode.Error{Code: opencode.EConflict, Message: "this Idempotency-Key was sent before with a request on another conversation"}, "", "idempotency_key_reused"}
+			}
+			sid, id = e.session, e.message
+		} else if sid != "" {
+			var err error
+			if id, err = h.keyed(ctx, sid, key); err != nil {
+				return nil, false, nil, err
+			}
+		}
+	}
+	if sid == "" {
+		sid = h.o.IDs.NewSession()
+		if _, _, err := core.CreateSession(ctx, opencode.SessionOptions{ID: sid, Minted: true, Directory: h.o.Directory}); err != nil {
+			return nil, false, nil, err
+		}
+	}
+	minted := id == ""
+	if minted {
+		id = h.o.IDs.NewMessage()
+	}
+	var sub *eventbus.Subscription
+	if t.req.Stream {
+		sub = core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == sid && wanted(e) })
+	}
+	in, existed, err := core.Admit(ctx, &opencode.Input{ID: id, SessionID: sid, Delivery: opencode.Queue,
+		Parts: h.parts(t, key), Agent: t.agent, Model: t.model, System: t.system, Minted: minted})
+	if err != nil {
+		if sub != nil {
+			sub.Close()
+		}
+		if oe := (*opencode.Error)(nil); errors.As(err, &oe) && oe.Code == opencode.EConflict && key != "" {
+			return nil, false, nil, &fieldError{oe, "", "idempotency_key_reused"}
+		}
+		return nil, false, nil, err
+	}
+	if key != "" {
+		h.keys.put(key, keyEntry{session: sid, message: id})
+	}
+	return in, existed, sub, nil
+}
+
+// keyed finds the user message a session holds under an Idempotency-Key
+// ("" : none).
+func (h *Handler) keyed(ctx context.Context, sid, key string) (string, error) {
+	conv, err := h.o.Core.Messages(ctx, sid)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range conv {
+		if m.Info.Role == opencode.User {
+			if meta := metaOf(m.Parts); meta != nil && meta.IdempotencyKey == key {
+				return m.Info.ID, nil
+			}
+		}
+	}
+	inbox, err := h.o.Core.Inbox(ctx, sid)
+	if err != nil {
+		return "", err
+	}
+	for _, in := range inbox {
+		if meta := metaOf(in.Parts); meta != nil && meta.IdempotencyKey == key {
+			return in.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// model is one entry of GET /v1/models.
+type model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// Models serves GET /v1/models: the catalog's models of the connected
+// providers as provider/model, then the primary agents by name (owned by
+// "agent").
+func (h *Handler) Models(w http.ResponseWriter, r *http.Request) {
+	out := []model{}
+	if c := h.o.Catalog.Get(); c != nil {
+		for _, p := range c.Providers {
+			if !p.Connected {
+				continue
+			}
+			for _, m := range p.Models {
+				out = append(out, model{ID: p.ID + "/" + m.ID, Object: "model", OwnedBy: p.ID})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	for _, a := range h.o.Core.Agents() {
+		if a.Mode != "subagent" {
+			out = append(out, model{ID: a.Name, Object: "model", OwnedBy: "agent"})
+		}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{"list", out})
+}

@@ -1,0 +1,360 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// wanted is the events a response's stream looks at: the durable ones
+// (the v2 step, text and prompt events among them) and the live text
+// deltas.
+func wanted(e *opencode.Event) bool {
+	return e.Durable || e.Type == opencode.EvTextDelta
+}
+
+// The streamed events, in OpenAI's shapes. None has a top-level "error"
+// key: the SDKs read any as a stream error.
+type (
+	responseEvent struct {
+		Type           string    `json:"type"`
+		SequenceNumber int64     `json:"sequence_number"`
+		Response       *Response `json:"response"`
+	}
+	itemEvent struct {
+		Type           string     `json:"type"`
+		SequenceNumber int64      `json:"sequence_number"`
+		OutputIndex    int        `json:"output_index"`
+		Item           outputItem `json:"item"`
+	}
+	partEvent struct {
+		Type           string     `json:"type"`
+		SequenceNumber int64      `json:"sequence_number"`
+		ItemID         string     `json:"item_id"`
+		OutputIndex    int        `json:"output_index"`
+		ContentIndex   int        `json:"content_index"`
+		Part           outputText `json:"part"`
+	}
+	textEvent struct {
+		Type           string     `json:"type"`
+		SequenceNumber int64      `json:"sequence_number"`
+		ItemID         string     `json:"item_id"`
+		OutputIndex    int        `json:"output_index"`
+		ContentIndex   int        `json:"content_index"`
+		Delta          *string    `json:"delta,omitempty"`
+		Text           *string    `json:"text,omitempty"`
+		Logprobs       []struct{} `json:"logprobs"`
+	}
+)
+
+// textStream is one text part of an output item: what was sent of it.
+type textStream struct {
+	item  *itemStream
+	index int
+	sent  strings.Builder
+	// catchUp: first seen in the log (a retry attached to a running or
+	// ended turn): its earlier deltas were never seen, so it sends its
+	// whole text when it ends.
+	catchUp bool
+	done    bool
+}
+
+// itemStream is one output item (an assistant message) being streamed.
+type itemStream struct {
+	id    string
+	index int
+	texts []*textStream
+	done  bool
+}
+
+// streamer maps a session's events to one response's stream.
+type streamer struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	err  error
+	seq  int64
+	id   string // the response: its user message
+	mine bool   // the user message was delivered: its turn runs
+	over bool   // a later queued turn began: ours is over
+	last int64  // the last durable event's sequence mapped
+	// items are the output items in order, by message ID in byMsg.
+	items []*itemStream
+	byMsg map[string]*itemStream
+	texts map[string]*textStream
+}
+
+func (s *streamer) write(typ string, v any) {
+	if s.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.err = err
+		return
+	}
+	if _, s.err = s.w.Write([]byte("event: " + typ + "\ndata: " + string(b) + "\n\n")); s.err == nil {
+		s.err = s.rc.Flush()
+	}
+}
+
+func (s *streamer) next() int64 {
+	n := s.seq
+	s.seq++
+	return n
+}
+
+func (s *streamer) response(typ string, r *Response) {
+	s.write(typ, responseEvent{Type: typ, SequenceNumber: s.next(), Response: r})
+}
+
+// item is the output item of an assistant message, added if new.
+func (s *streamer) item(msgID string) *itemStream {
+	if it := s.byMsg[msgID]; it != nil {
+		return it
+	}
+	it := &itemStream{id: msgID, index: len(s.items)}
+	s.items = append(s.items, it)
+	s.byMsg[msgID] = it
+	s.write("response.output_item.added", itemEvent{Type: "response.output_item.added", SequenceNumber: s.next(),
+		OutputIndex: it.index, Item: outputItem{ID: msgID, Type: "message", Role: "assistant", Status: statusInProgress, Content: []outputText{}}})
+	return it
+}
+
+func (s *streamer) startText(partID, msgID string, replay bool) *textStream {
+	if t := s.texts[partID]; t != nil {
+		return t
+	}
+	it := s.item(msgID)
+	t := &textStream{item: it, index: len(it.texts), catchUp: replay}
+	it.texts = append(it.texts, t)
+	s.texts[partID] = t
+	s.write("response.content_part.added", partEvent{Type: "response.content_part.added", SequenceNumber: s.next(),
+		ItemID: it.id, OutputIndex: it.index, ContentIndex: t.index, Part: newOutputText("")})
+	return t
+}
+
+func (s *streamer) delta(t *textStream, d string) {
+	if d == "" {
+		return
+	}
+	t.sent.WriteString(d)
+	s.write("response.output_text.delta", textEvent{Type: "response.output_text.delta", SequenceNumber: s.next(),
+		ItemID: t.item.id, OutputIndex: t.item.index, ContentIndex: t.index, Delta: &d, Logprobs: []struct{}{}})
+}
+
+// endText ends a text with its stored text: what the deltas did not
+// carry of it goes out as one more delta first, so the deltas always add
+// up to the text.
+func (s *streamer) endText(t *textStream, text string) {
+	if t.done {
+		return
+	}
+	if rest, ok := strings.CutPrefix(text, t.sent.String()); ok {
+		s.delta(t, rest)
+	}
+	t.done = true
+	s.write("response.output_text.done", textEvent{Type: "response.output_text.done", SequenceNumber: s.next(),
+		ItemID: t.item.id, OutputIndex: t.item.index, ContentIndex: t.index, Text: &text, Logprobs: []struct{}{}})
+	s.write("response.content_part.done", partEvent{Type: "response.content_part.done", SequenceNumber: s.next(),
+		ItemID: t.item.id, OutputIndex: t.item.index, ContentIndex: t.index, Part: newOutputText(text)})
+}
+
+// endItem ends an assistant message's item with the texts it streamed.
+func (s *streamer) endItem(it *itemStream) {
+	if it == nil || it.done {
+		return
+	}
+	out := outputItem{ID: it.id, Type: "message", Role: "assistant", Status: statusCompleted}
+	for _, t := range it.texts {
+		s.endText(t, t.sent.String())
+		out.Content = append(out.Content, newOutputText(t.sent.String()))
+	}
+	it.done = true
+	s.write("response.output_item.done", itemEvent{Type: "response.output_item.done", SequenceNumber: s.next(),
+		OutputIndex: it.index, Item: out})
+}
+
+func data[T any](e *opencode.Event) T {
+	var v T
+	_ = json.Unmarshal(e.Data, &v)
+	return v
+}
+
+// add maps one event; replay is true for the log read before the stream
+// went live.
+func (s *streamer) add(e *opencode.Event, replay bool) {
+	if e.Durable {
+		if e.Seq <= s.last {
+			return // mapped already
+		}
+		s.last = e.Seq
+	}
+	if s.over {
+		return
+	}
+	if e.Type == opencode.EvPrompted {
+		p := data[opencode.Prompted](e)
+		switch {
+		case p.MessageID == s.id:
+			s.mine = true
+		case s.mine && p.Delivery == opencode.Queue:
+			s.over = true // the next turn is another response's
+		}
+		return
+	}
+	if !s.mine {
+		return // an earlier turn, before ours was delivered
+	}
+	switch e.Type {
+	case opencode.EvTextStarted:
+		p := data[opencode.TextStarted](e)
+		s.startText(p.TextID, p.AssistantMessageID, replay)
+	case opencode.EvTextDelta:
+		p := data[opencode.TextDelta](e)
+		if t := s.texts[p.TextID]; t != nil && !t.catchUp && !t.done {
+			s.delta(t, p.Delta)
+		}
+	case opencode.EvTextEnded:
+		p := data[opencode.TextEnded](e)
+		s.endText(s.startText(p.TextID, p.AssistantMessageID, replay), p.Text)
+	case opencode.EvStepEnded:
+		s.endItem(s.byMsg[data[opencode.StepEnded](e).AssistantMessageID])
+	case opencode.EvStepFailed:
+		s.endItem(s.byMsg[data[opencode.StepFailed](e).AssistantMessageID])
+	}
+}
+
+// readLog maps the session's durable events after the last one mapped.
+func (s *streamer) readLog(ctx context.Context, core Core, sid string) error {
+	for !s.over {
+		evs, err := core.Events(ctx, sid, s.last, 500)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			s.add(e, true)
+		}
+		if len(evs) < 500 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// drain maps what the subscription holds now, without waiting.
+func (s *streamer) drain(sub *eventbus.Subscription) {
+	for {
+		select {
+		case e, ok := <-sub.C:
+			if !ok {
+				return
+			}
+			s.add(e, false)
+			sub.Ack(e.Pos)
+		default:
+			return
+		}
+	}
+}
+
+// stream serves a response as OpenAI's server-sent events: created and
+// in_progress, then its turn's output items as they run, then
+// response.completed (or .failed) with the response read from the
+// session. A retried request (existed) first reads its turn from the log.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.Input, existed bool, sub *eventbus.Subscription) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	core := h.o.Core
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &streamer{w: w, rc: http.NewResponseController(w), id: in.ID, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{}}
+	start := header(in)
+	start.Status = statusInProgress
+	s.response("response.created", start)
+	s.response("response.in_progress", start)
+
+	// The turn's end: the core answers Wait once the turn's events are
+	// committed and published.
+	ended := make(chan error, 1)
+	go func() {
+		_, err := core.Wait(ctx, in.SessionID, in.ID)
+		ended <- err
+	}()
+	// What the log holds before the admission is not this response's.
+	s.last = max(in.AdmittedSeq-1, 0)
+	if existed {
+		if err := s.readLog(ctx, core, in.SessionID); err != nil {
+			h.o.Logger.Warn("openai: the session's log could not be read", "session", in.SessionID, "err", err)
+		}
+	}
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	live := sub.C
+loop:
+	for s.err == nil {
+		select {
+		case e, ok := <-live:
+			if !ok {
+				live = nil // fell behind: the log has the rest once the turn ends
+				continue
+			}
+			s.add(e, false)
+			sub.Ack(e.Pos)
+		case <-ended:
+			break loop
+		case <-heartbeat.C:
+			// A comment keeps proxies from closing a quiet stream; the
+			// SDKs' SSE decoders skip it.
+			if _, s.err = w.Write([]byte(": keep-alive\n\n")); s.err == nil {
+				s.err = s.rc.Flush()
+			}
+		case <-ctx.Done():
+			return // the client left: its turn goes on in the core
+		case <-h.o.Done:
+			return
+		}
+	}
+	if s.err != nil {
+		if !errors.Is(s.err, context.Canceled) {
+			h.o.Logger.Debug("openai: the client left the stream", "response", in.ID, "err", s.err)
+		}
+		return
+	}
+	s.drain(sub)
+	if err := s.readLog(ctx, core, in.SessionID); err != nil {
+		h.o.Logger.Warn("openai: the session's log could not be read", "session", in.SessionID, "err", err)
+	}
+	for _, it := range s.items {
+		s.endItem(it)
+	}
+	final, err := h.final(ctx, in.ID)
+	if err != nil {
+		h.o.Logger.Warn("openai: the response could not be read", "response", in.ID, "err", err)
+		final = header(in)
+		final.Status = statusFailed
+		final.Error = &responseError{Code: "server_error", Message: "the response could not be read; GET /v1/responses/" + in.ID + " has it"}
+	}
+	switch final.Status {
+	case statusCompleted:
+		s.response("response.completed", final)
+	default:
+		s.response("response.failed", final)
+	}
+}
+
+// final reads a response once its turn ended.
+func (h *Handler) final(ctx context.Context, id string) (*Response, error) {
+	in, err := h.find(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return h.build(ctx, in)
+}
