@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,7 +26,18 @@ func TestExternalOpencodeACPRestart(t *testing.T) {
 	sess := newExternalSession(t, srv)
 	prompt := func(srv *server, text string) {
 		t.Helper()
-		status, body, err := srv.post("/session/"+sess.ID+"/message", `{"agent":"oc","parts":[{"type":"text","text":"`+text+`"}]}`)
+		// The blocking prompt waits for the real `opencode acp` to start,
+		// which on a loaded machine takes longer than the helpers' 30 s.
+		c := &http.Client{Timeout: 3 * time.Minute}
+		resp, err := c.Post(srv.URL+"/session/"+sess.ID+"/message", "application/json",
+			strings.NewReader(`{"agent":"oc","parts":[{"type":"text","text":"`+text+`"}]}`))
+		var status int
+		var body []byte
+		if err == nil {
+			status = resp.StatusCode
+			body, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
 		if err != nil || status != 200 {
 			t.Fatalf("prompt %q: %d %s %v\nserver log:\n%s", text, status, body, err, srv.stderr.String())
 		}

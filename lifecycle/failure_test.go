@@ -608,9 +608,12 @@ func TestFreedStoreServesNextRequest(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the first request after the store came back took %v", d)
 	}
-	if status, _ := m.SessionStatus(ctx); status[s.ID] == "retry" {
-		t.Error("the session still says retry after a request was served")
-	}
+	// A read the rebuilt runner started while the store was still down
+	// may fail late on a loaded machine: its own retry then clears it.
+	checkFor(t, 5*time.Second, "the session to leave retry after a request was served", func() bool {
+		status, _ := m.SessionStatus(ctx)
+		return status[s.ID] != "retry"
+	})
 	checkFor(t, 10*time.Second, "the input queued before the outage to be answered", func() bool {
 		msgs, err := m.Messages(ctx, s.ID)
 		for _, mp := range msgs {
