@@ -18,12 +18,16 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/opencode-server/opencode-server/acp"
+	"github.com/opencode-server/opencode-server/internal/acpstub"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	acpstub.MaybeServe() // the test binary doubles as an external ACP agent
+	goleak.VerifyTestMain(m)
+}
 
 // ---- the official schema -------------------------------------------------------
 

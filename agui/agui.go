@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/keylock"
@@ -39,6 +40,8 @@ type Core interface {
 	ToolResult(ctx context.Context, sessionID, callID, output string, failed bool) error
 	WaitingClientCalls(ctx context.Context, sessionID string) ([]string, error)
 	StoreHistory(ctx context.Context, sessionID string, msgs []opencode.MessageWithParts) error
+	// Agents are the agents forwardedProps.agent may name.
+	Agents() []agent.Agent
 }
 
 // Options configure the handler.

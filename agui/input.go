@@ -82,6 +82,9 @@ type ResumeEntry struct {
 type forwarded struct {
 	Delivery string `json:"delivery"`
 	Abort    bool   `json:"abort"`
+	// Agent is the agent of the run's turn (as agent on a prompt route):
+	// one of GET /agent's, an external one too.
+	Agent string `json:"agent"`
 }
 
 // Limits on what one run may carry.
@@ -202,6 +205,9 @@ func (in *RunAgentInput) forwarded() (forwarded, error) {
 	}
 	if a, ok := raw["abort"]; ok && json.Unmarshal(a, &f.Abort) != nil {
 		return f, badInput("forwardedProps.abort must be a boolean")
+	}
+	if a, ok := raw["agent"]; ok && json.Unmarshal(a, &f.Agent) != nil {
+		return f, badInput("forwardedProps.agent must be a string (an agent's name)")
 	}
 	return f, nil
 }

@@ -247,7 +247,7 @@ func (h *Handler) plan(ctx context.Context, in *RunAgentInput, fwd forwarded) (*
 			}
 		}
 		adm := &opencode.Input{ID: id, SessionID: thread, Delivery: delivery, Parts: parts,
-			System: strings.Join(system, "\n"), ClientTools: tools}
+			System: strings.Join(system, "\n"), ClientTools: tools, Agent: fwd.Agent}
 		out, _, err := core.Admit(ctx, adm)
 		if err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/opencode-server/opencode-server/agent"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -91,6 +92,10 @@ func (h *Handler) ServeThread(w http.ResponseWriter, r *http.Request, thread str
 		return
 	}
 	fwd, _ := in.forwarded()
+	if fwd.Agent != "" && !slices.ContainsFunc(h.o.Core.Agents(), func(a agent.Agent) bool { return a.Name == fwd.Agent }) {
+		h.httpError(w, badInput("forwardedProps.agent: Agent not found: %q", fwd.Agent))
+		return
+	}
 	enc := newEncoder(r.Header.Get("Accept"))
 	ctx := r.Context()
 

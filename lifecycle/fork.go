@@ -24,7 +24,8 @@ func forkTitle(title string) string {
 // Fork copies a session into a new one: its messages before messageID (all
 // of them when messageID is "" or not in the session), each message and
 // part under a new ID of its own (they are new messages, with the original
-// times), assistant parents remapped. Files are not touched.
+// times), assistant parents remapped, the session's agent kept. Files are
+// not touched.
 func (m *Manager) Fork(ctx context.Context, sessionID, messageID string) (opencode.Session, error) {
 	src, err := m.store.GetSession(ctx, sessionID)
 	if err != nil {
@@ -40,7 +41,11 @@ func (m *Manager) Fork(ctx context.Context, sessionID, messageID string) (openco
 	now := m.now()
 	id := m.ids.NewSession()
 	s := opencode.Session{ID: id, Slug: slug(id), ProjectID: src.ProjectID, WorkspaceID: src.WorkspaceID, Directory: src.Directory, Path: src.Path,
-		Title: forkTitle(src.Title), Version: opencode.Version, Time: opencode.SessionTime{Created: now, Updated: now}}
+		Title: forkTitle(src.Title), Version: opencode.Version, Time: opencode.SessionTime{Created: now, Updated: now},
+		// The fork keeps its source's agent. An external agent's session
+		// (in Metadata) is not copied: the fork's first turn opens a new
+		// one with session/new, and the agent gets none of the history.
+		Agent: src.Agent}
 	b := &store.Batch{Session: &s, CreateOnly: true}
 	newID := map[string]string{}
 	var events []*opencode.Event
