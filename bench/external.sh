@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # bench/external.sh: what the external-agent bridge adds (issue 33). The agent is our own `opencode-server acp`
 # with its built-in scripted model (no model server, no delay), so the agent's cost is small and the same on both
-# sides. Each round, one after the other on this machine:
-#   bare     ocbench -acp-bare: a bare ACP client (acpclient, the codec the bridge uses) starts the agent,
-#            initialize, session/new, a warm-up prompt, then -n session/prompt on that session: time to the
-#            first agent_message_chunk;
-#   bridged  our server (SQLite store) with that agent as `ext` in opencode.json: ocbench -scenarios ext, a
-#            warm-up prompt, then -n prompt_async with agent ext on one session: time to the first
-#            message.part.delta on /event; then EXT_SESSIONS sessions (that one included) each ran one prompt
-#            and went idle: the server's VmRSS (the server alone, not its agents) and its live agent children.
+# sides. Each round is one `ocbench -scenarios ext -acp-bare AGENT`, prompts taking turns (so load on this shared
+# machine hits both alike):
+#   bridged  our server (SQLite store) with that agent as `ext` in opencode.json: a warm-up prompt, then N
+#            prompt_async with agent ext on one session: time to the first message.part.delta on /event;
+#   bare     a bare ACP client (acpclient, the codec the bridge uses) starts the same agent command itself:
+#            initialize, session/new, a warm-up prompt, then N session/prompt on that session: time to the first
+#            agent_message_chunk;
+# then EXT_SESSIONS sessions (the measured one included) each ran one prompt on ext and went idle: the server's
+# VmRSS (the server alone, not its agents) and its live agent children.
 # Prints each round's figures and the medians over the rounds.
 # Environment: ROUNDS (3), N (100), EXT_SESSIONS (20), PORT (14391), CHUNKS (5), BENCH_WORKDIR (default mktemp),
 #   SERVER_STORE (sqlite; memory shows what the store costs).
@@ -34,20 +35,17 @@ for r in $(seq 1 "$ROUNDS"); do
   rm -rf "$W/proj" "$W/data"; mkdir -p "$W/proj" "$W/data"
   printf '{"agent":{"ext":{"description":"opencode-server acp, scripted model","acp":{"command":"%s","args":%s}}}}\n' \
     "${AGENT[0]}" "$args_json" >"$W/proj/opencode.json"
-  (cd "$W/proj" && "$W/ocbench" -acp-bare "${AGENT[*]}" -n "$N" -label bare) >"$W/bare-$r.txt"
   (cd "$W/proj" && exec "$W/opencode-server" --hostname 127.0.0.1 --port "$PORT" --store "$SERVER_STORE" \
     --data "$W/data" --directory "$W/proj" --log-level warn) >"$W/server-$r.log" 2>&1 &
   SRV=$!
   for _ in $(seq 1 100); do grep -q "listening on" "$W/server-$r.log" && break; sleep 0.1; done
-  "$W/ocbench" -url "http://127.0.0.1:$PORT" -pid "$SRV" -agent ext -scenarios ext -warmup 0 -n "$N" \
-    -ext-sessions "$EXT_SESSIONS" -label bridged >"$W/bridged-$r.txt"
+  (cd "$W/proj" && "$W/ocbench" -url "http://127.0.0.1:$PORT" -pid "$SRV" -agent ext -scenarios ext -warmup 0 \
+    -n "$N" -ext-sessions "$EXT_SESSIONS" -acp-bare "${AGENT[*]}" -label ext) >"$W/ext-$r.txt"
   kill "$SRV"; wait "$SRV" 2>/dev/null || true; SRV=
-  python3 - "$r" "$W/bare-$r.txt" "$W/bridged-$r.txt" <<'PY'
+  python3 - "$r" "$W/ext-$r.txt" <<'PY'
 import json, sys
-def summary(p):
-    return json.loads([l for l in open(p) if l.startswith("SUMMARY ")][-1][8:])
-b, s = summary(sys.argv[2]), summary(sys.argv[3])
-bf, sf = b["ext_first_ms"], s["ext_first_ms"]
+s = json.loads([l for l in open(sys.argv[2]) if l.startswith("SUMMARY ")][-1][8:])
+bf, sf = s["ext_bare_first_ms"], s["ext_first_ms"]
 print(f"round {sys.argv[1]}: first text median bare {bf['median']:.2f} ms (p90 {bf['p90']:.2f}), "
       f"bridged {sf['median']:.2f} ms (p90 {sf['p90']:.2f}), added {sf['median']-bf['median']:.2f} ms; "
       f"server CPU {s.get('ext_cpu_ms_per_prompt', 0):.2f} ms/prompt; RSS with {s['ext_sessions']} idle external "

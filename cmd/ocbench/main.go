@@ -100,7 +100,7 @@ func main() {
 	flag.IntVar(&o.scaleWorkers, "scale-workers", 16, "scale: client workers, each prompting its own session back to back")
 	flag.DurationVar(&o.scaleDur, "scale-dur", 15*time.Second, "scale: how long the workers start new prompts")
 	flag.StringVar(&o.agent, "agent", "", "agent of every prompt (e.g. an external agent of the server's opencode.json; default: the server's default)")
-	flag.StringVar(&o.acpBare, "acp-bare", "", "instead of a server: run this ACP agent command line (split on spaces) in the working directory and measure scenario ext's first text over ACP directly")
+	flag.StringVar(&o.acpBare, "acp-bare", "", "ext: also run this ACP agent command line (split on spaces) in the working directory and measure first text over ACP directly, in turn with the bridged prompts (without -url: only that)")
 	flag.IntVar(&o.extSessions, "ext-sessions", 20, "ext: sessions (the measured one included) that each ran a prompt on -agent before the RSS sample")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "timeout for one prompt to reach session.idle")
 	serve := flag.String("serve", "", "run OUR server in-process on this address (with -pprof) instead of benchmarking")
@@ -164,7 +164,7 @@ func main() {
 		<-sig
 		return
 	}
-	if o.acpBare != "" {
+	if o.acpBare != "" && o.url == "" && o.urls == "" {
 		if err := newBench(o).bare(); err != nil {
 			fatal("%v", err)
 		}
