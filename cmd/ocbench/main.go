@@ -2,7 +2,9 @@
 // real `opencode serve`): prompt latency, concurrency, SSE fan-out,
 // admission throughput, durable event rate, RSS and long-history latency;
 // and, opt-in (-scenarios scale -urls A,B,C), throughput over several
-// instances sharing one database.
+// instances sharing one database; and (-scenarios ext -agent NAME
+// [-acp-bare CMD]) first text through an external agent against the same
+// agent driven bare over ACP.
 //
 // It can also run the stub model both servers are pointed at:
 //
