@@ -58,6 +58,9 @@ func (b *bench) promptAsync(sid, text string, noReply bool) error {
 	if noReply {
 		body["noReply"] = true
 	}
+	if b.o.agent != "" {
+		body["agent"] = b.o.agent
+	}
 	st, rb, err := b.post("/session/"+sid+"/prompt_async", body)
 	if err != nil {
 		return err

@@ -2,7 +2,9 @@
 // real `opencode serve`): prompt latency, concurrency, SSE fan-out,
 // admission throughput, durable event rate, RSS and long-history latency;
 // and, opt-in (-scenarios scale -urls A,B,C), throughput over several
-// instances sharing one database.
+// instances sharing one database; and (-scenarios ext -agent NAME
+// [-acp-bare CMD]) first text through an external agent against the same
+// agent driven bare over ACP.
 //
 // It can also run the stub model both servers are pointed at:
 //
@@ -63,6 +65,10 @@ type options struct {
 	urls         string
 	scaleWorkers int
 	scaleDur     time.Duration
+
+	agent       string
+	acpBare     string
+	extSessions int
 }
 
 func main() {
@@ -74,7 +80,7 @@ func main() {
 	flag.IntVar(&o.chunks, "chunks", 5, "stub model: streamed chunks per reply")
 	flag.DurationVar(&o.delay, "delay", 0, "stub model: delay before each chunk")
 	flag.IntVar(&o.pid, "pid", 0, "server pid: sample its RSS from /proc/<pid>/status")
-	flag.StringVar(&o.scenarios, "scenarios", "seq,conc,fanout,rss,admit,history", "scenarios to run (comma list): seq conc fanout rss admit history scale")
+	flag.StringVar(&o.scenarios, "scenarios", "seq,conc,fanout,rss,admit,history", "scenarios to run (comma list): seq conc fanout rss admit history scale ext")
 	flag.StringVar(&o.label, "label", "", "label for the summary")
 	flag.IntVar(&o.warmup, "warmup", 1, "warm-up prompts (new session each) before measuring")
 	flag.IntVar(&o.n, "n", 50, "seq: prompts per sequential series (new session each; same session)")
@@ -95,6 +101,9 @@ func main() {
 	flag.StringVar(&o.urls, "urls", "", "scale: comma-separated base URLs of instances sharing one database (default: just -url; -url defaults to the first)")
 	flag.IntVar(&o.scaleWorkers, "scale-workers", 16, "scale: client workers, each prompting its own session back to back")
 	flag.DurationVar(&o.scaleDur, "scale-dur", 15*time.Second, "scale: how long the workers start new prompts")
+	flag.StringVar(&o.agent, "agent", "", "agent of every prompt (e.g. an external agent of the server's opencode.json; default: the server's default)")
+	flag.StringVar(&o.acpBare, "acp-bare", "", "ext: also run this ACP agent command line (split on spaces) in the working directory and measure first text over ACP directly, in turn with the bridged prompts (without -url: only that)")
+	flag.IntVar(&o.extSessions, "ext-sessions", 20, "ext: sessions (the measured one included) that each ran a prompt on -agent before the RSS sample")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Second, "timeout for one prompt to reach session.idle")
 	serve := flag.String("serve", "", "run OUR server in-process on this address (with -pprof) instead of benchmarking")
 	pprofAddr := flag.String("pprof", "", "with -serve: net/http/pprof address, e.g. 127.0.0.1:6060")
@@ -155,6 +164,12 @@ func main() {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 		<-sig
+		return
+	}
+	if o.acpBare != "" && o.url == "" && o.urls == "" {
+		if err := newBench(o).bare(); err != nil {
+			fatal("%v", err)
+		}
 		return
 	}
 	if o.url == "" && o.urls != "" {
@@ -294,6 +309,11 @@ func (b *bench) run() error {
 	}
 	if b.has("scale") {
 		if err := b.scale(); err != nil {
+			return err
+		}
+	}
+	if b.has("ext") {
+		if err := b.ext(); err != nil {
 			return err
 		}
 	}
