@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,13 +36,22 @@ func agentsProject(t *testing.T) (node22, dir string) {
 	return node22, dir
 }
 
-// The prompts the agents' stub answers: with a tool call, slowly, or
-// with the answer.
+// The prompts the agents' stub answers: with a tool call, slowly (a
+// long answer, or a 6 s one to steer into, queue behind or kill), with
+// the word after echoPrompt, or with the answer.
 const (
 	plainPrompt = "say something please"
 	toolPrompt  = "use the tool please"
 	slowPrompt  = "take your time please"
+	waitPrompt  = "keep going please"
+	echoPrompt  = "echo this please"
 )
+
+// isPrompt reports whether text holds one of the prompts.
+func isPrompt(text string) bool {
+	return slices.ContainsFunc([]string{plainPrompt, toolPrompt, slowPrompt, waitPrompt, echoPrompt},
+		func(p string) bool { return strings.Contains(text, p) })
+}
 
 // agentScript is the model behind an agent: a request with tools is the
 // agent's turn (a tool call, then final once its result came back; a slow
@@ -54,8 +64,7 @@ func agentScript(answer, final string, call func(tools []string) stubmodel.ToolC
 		// The turn's prompt: the last user message with one of ours.
 		prompt := -1
 		for i, m := range req.Messages {
-			if m.Role == "user" && (strings.Contains(m.Content, toolPrompt) || strings.Contains(m.Content, slowPrompt) ||
-				strings.Contains(m.Content, plainPrompt)) {
+			if m.Role == "user" && isPrompt(m.Content) {
 				prompt = i
 			}
 		}
@@ -77,6 +86,12 @@ func agentScript(answer, final string, call func(tools []string) stubmodel.ToolC
 			return stubmodel.Response{ToolCalls: []stubmodel.ToolCall{c}}
 		case strings.Contains(text, slowPrompt):
 			return stubmodel.Response{Text: strings.Repeat("slowly ", 300), Chunks: 300, Delay: 100 * time.Millisecond}
+		case strings.Contains(text, waitPrompt):
+			return stubmodel.Response{Text: strings.Repeat("waiting ", waitWords), Chunks: waitWords, Delay: 100 * time.Millisecond}
+		case strings.Contains(text, echoPrompt):
+			_, after, _ := strings.Cut(text, echoPrompt)
+			word := strings.Fields(after + " ?")[0]
+			return stubmodel.Response{Text: "echoed " + word}
 		}
 		return stubmodel.Response{Text: answer}
 	}
@@ -92,10 +107,12 @@ type realAgent struct {
 	call func(project string, tools []string) stubmodel.ToolCall
 	// asks: its tool call reaches our permission ask.
 	asks bool
+	// steers: it advertises steering (a steer joins its running turn).
+	steers bool
 }
 
 var realAgents = []realAgent{
-	{name: "claude", asks: true,
+	{name: "claude", asks: true, steers: true,
 		start: func(t *testing.T, node22, dir, project string, script stubmodel.Script) (map[string]any, string) {
 			stub := anthropicstub.NewServer(t, anthropicstub.FromStubmodel(script), anthropicstub.WithChunks(3),
 				anthropicstub.WithDelay(20*time.Millisecond))
@@ -131,7 +148,7 @@ var realAgents = []realAgent{
 // own, or (builtin) as its built-in OpenAI provider at another base URL,
 // which asks for a login: ACP's authenticate with the API key.
 func codexAgent(name string, builtin bool) realAgent {
-	return realAgent{name: name,
+	return realAgent{name: name, steers: true,
 		start: func(t *testing.T, node22, dir, project string, script stubmodel.Script) (map[string]any, string) {
 			stub := responsesstub.NewServer(t, responsesstub.FromStubmodel(script), responsesstub.WithChunks(3),
 				responsesstub.WithDelay(20*time.Millisecond))
@@ -190,6 +207,40 @@ func mustMarshal(v any) string {
 	return string(b)
 }
 
+// modelCalls records the requests an agent's model stub answered.
+type modelCalls struct {
+	mu   sync.Mutex
+	reqs []stubmodel.Request
+}
+
+// record wraps script to record each request it answers.
+func (c *modelCalls) record(script stubmodel.Script) stubmodel.Script {
+	return func(req stubmodel.Request) stubmodel.Response {
+		c.mu.Lock()
+		c.reqs = append(c.reqs, req)
+		c.mu.Unlock()
+		return script(req)
+	}
+}
+
+// since returns the agent's turn requests (with tools) from the n-th on,
+// each as its messages' text, and how many requests there are in all.
+func (c *modelCalls) since(n int) (texts []string, total int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.reqs[min(n, len(c.reqs)):] {
+		if len(r.Tools) == 0 {
+			continue
+		}
+		var b strings.Builder
+		for _, m := range r.Messages {
+			b.WriteString(m.Content + "\n")
+		}
+		texts = append(texts, b.String())
+	}
+	return texts, len(c.reqs)
+}
+
 // TestExternalRealAgents: Claude Code (claude-agent-acp 0.101.0) on the
 // Anthropic stub and Codex (codex-acp 2.6.0) on the Responses stub as a
 // session's external agent: a prompt streams the stub's answer through
@@ -197,7 +248,10 @@ func mustMarshal(v any) string {
 // tool call runs in the agent and shows as a tool part (Claude Code's
 // permission request is our permission ask, answered over HTTP); abort
 // ends a turn as aborted; the agent's process is gone once the server
-// stopped.
+// stopped. A steer mid-turn joins Claude Code's running turn (its next
+// model call has it) and waits for Codex's turn to end, a revoked queued
+// input never reaches the model, and the agent's process killed mid-turn
+// fails the turn naming the agent, the next prompt starting it again.
 func TestExternalRealAgents(t *testing.T) {
 	t.Parallel()
 	node22, dir := agentsProject(t)
@@ -206,9 +260,10 @@ func TestExternalRealAgents(t *testing.T) {
 			t.Parallel()
 			project := t.TempDir()
 			answer, final := "external answer "+randomTag(), "tool done "+randomTag()
-			acp, made := a.start(t, node22, dir, project, agentScript(answer, final, func(tools []string) stubmodel.ToolCall {
+			calls := &modelCalls{}
+			acp, made := a.start(t, node22, dir, project, calls.record(agentScript(answer, final, func(tools []string) stubmodel.ToolCall {
 				return a.call(project, tools)
-			}))
+			})))
 			cfg := mustMarshal(map[string]any{
 				// Edits and commands ask, so the agent's request is a question to us.
 				"permission": map[string]any{"edit": "ask", "bash": "ask"},
@@ -258,6 +313,10 @@ func TestExternalRealAgents(t *testing.T) {
 				t.Errorf("the agent's tool call did not run: %v", err)
 			}
 			checkToolPart(t, srv, sess.ID)
+
+			checkSteered(t, srv, events, calls, sess.ID, a)
+			checkRevoked(t, srv, events, calls, sess.ID, a)
+			checkKilled(t, srv, events, sess.ID, a)
 
 			// Abort: the turn ends aborted.
 			prompt(slowPrompt)
@@ -318,6 +377,13 @@ func promptAgent(t *testing.T, srv *server, session, agent, text string) {
 // text (poll runs on each round) and returns it.
 func waitReply(t *testing.T, srv *server, session, want string, poll func() error) message {
 	t.Helper()
+	// Turns that failed before (an abort, a killed agent) are not this one.
+	failed := map[string]bool{}
+	if ms, err := srv.messages(session); err == nil {
+		for _, m := range ms {
+			failed[m.Info.ID] = m.Info.Error != nil
+		}
+	}
 	var reply message
 	checkFor(t, 3*time.Minute, 250*time.Millisecond, func() error {
 		if poll != nil {
@@ -330,7 +396,7 @@ func waitReply(t *testing.T, srv *server, session, want string, poll func() erro
 			return err
 		}
 		for _, m := range ms {
-			if m.Info.Role == "assistant" && m.Info.Error != nil {
+			if m.Info.Role == "assistant" && m.Info.Error != nil && !failed[m.Info.ID] {
 				t.Fatalf("the agent's turn failed: %+v\nserver log:\n%s", m.Info.Error, serverLog(srv))
 			}
 			if m.Info.Role == "assistant" && m.Info.Time.Completed != 0 && strings.Contains(m.text(), want) {
@@ -439,11 +505,7 @@ func checkToolPart(t *testing.T, srv *server, session string) {
 // and is gone once the server stopped.
 func checkAgentStops(t *testing.T, srv *server) {
 	t.Helper()
-	m := regexp.MustCompile(`msg="external agent started".* pid=(\d+)`).FindStringSubmatch(srv.stderr.String())
-	if m == nil {
-		t.Fatalf("the server did not log the agent's start:\n%s", srv.stderr.String())
-	}
-	pid, _ := strconv.Atoi(m[1])
+	pid := agentPID(t, srv)
 	if syscall.Kill(pid, 0) != nil {
 		t.Fatalf("agent %d is not running before the server stops", pid)
 	}
@@ -458,6 +520,17 @@ func checkAgentStops(t *testing.T, srv *server) {
 		}
 		return nil
 	})
+}
+
+// agentPID is the PID of the agent process the server logged it started last.
+func agentPID(t *testing.T, srv *server) int {
+	t.Helper()
+	m := regexp.MustCompile(`msg="external agent started".* pid=(\d+)`).FindAllStringSubmatch(srv.stderr.String(), -1)
+	if m == nil {
+		t.Fatalf("the server did not log the agent's start:\n%s", srv.stderr.String())
+	}
+	pid, _ := strconv.Atoi(m[len(m)-1][1])
+	return pid
 }
 
 // serverLog is the server's log but its request lines.

@@ -10,6 +10,17 @@ import (
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 )
 
+// withOwnModel is an opencode.json with a model of our own for our agents
+// and titles (a stub answering "our own model", not what an agent says).
+func withOwnModel(t *testing.T) map[string]any {
+	ours := stubmodel.NewServer(t, stubmodel.Fixed(stubmodel.Response{Text: "our own model"}))
+	return map[string]any{
+		"model": "stub/stub-model", "small_model": "stub/stub-model",
+		"provider": map[string]any{"stub": map[string]any{"npm": "@ai-sdk/openai-compatible", "name": "Stub",
+			"options": map[string]any{"baseURL": ours.URL(), "apiKey": "k"},
+			"models":  map[string]any{"stub-model": map[string]any{"name": "Stub Model", "tool_call": true}}}}}
+}
+
 // TestTUIExternalAgent: the real TUI attached to our server whose
 // opencode.json has an external agent (the real `opencode acp` on the
 // chat-completions stub): Tab in the TUI's prompt switches to it, as to
@@ -21,42 +32,14 @@ func TestTUIExternalAgent(t *testing.T) {
 	_, opencodeBin := binaries(t)
 	answer := "relayed answer " + strings.ToLower(randomTag())
 	agentStub := answering(t, answer)
-	// Our own model (our agents, titles) answers something else.
-	ours := stubmodel.NewServer(t, stubmodel.Fixed(stubmodel.Response{Text: "our own model"}))
-	srv := startWithConfig(t, map[string]any{
-		"model": "stub/stub-model", "small_model": "stub/stub-model",
-		"provider": map[string]any{"stub": map[string]any{"npm": "@ai-sdk/openai-compatible", "name": "Stub",
-			"options": map[string]any{"baseURL": ours.URL(), "apiKey": "k"},
-			"models":  map[string]any{"stub-model": map[string]any{"name": "Stub Model", "tool_call": true}}}},
-		"agent": map[string]any{"relay": map[string]any{"description": "OpenCode over ACP",
-			"acp": opencodeACP(t, opencodeBin, agentStub.URL())}},
-	})
+	cfg := withOwnModel(t)
+	cfg["agent"] = map[string]any{"relay": map[string]any{"description": "OpenCode over ACP",
+		"acp": opencodeACP(t, opencodeBin, agentStub.URL())}}
+	srv := startWithConfig(t, cfg)
 	x := startTUI(t, srv)
 
-	// Tab cycles the primary agents (build, plan, relay): the prompt's
-	// footer names the one picked. One Tab at a time, each seen taken.
-	picked := func() string {
-		s := x.screen()
-		for _, a := range []string{"Relay", "Plan", "Build"} {
-			if strings.Contains(s, a) {
-				return a
-			}
-		}
-		return ""
-	}
-	for i := 0; picked() != "Relay"; i++ {
-		if i == 5 {
-			t.Fatalf("Tab never reached the external agent; screen:\n%s", x.screen())
-		}
-		before := picked()
-		x.must("send-keys", "-t", x.target, "Tab")
-		checkFor(t, 5*time.Second, 100*time.Millisecond, func() error {
-			if picked() != before {
-				return nil
-			}
-			return fmt.Errorf("the Tab was not taken (still %s)", before)
-		})
-	}
+	// Tab cycles the primary agents (build, plan, relay).
+	pickAgent(t, x, "Relay")
 	x.typeLine("say something")
 	x.waitScreen(3*time.Minute, answer)
 

@@ -13,11 +13,17 @@ import (
 // post sends POST path with a JSON body ("" for none) and returns the
 // status and body.
 func (s *server) post(path, body string) (int, []byte, error) {
+	return s.send(http.MethodPost, path, body)
+}
+
+// send sends method path with a JSON body ("" for none) and returns the
+// status and body.
+func (s *server) send(method, path, body string) (int, []byte, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(http.MethodPost, s.URL+path, rd)
+	req, err := http.NewRequest(method, s.URL+path, rd)
 	if err != nil {
 		return 0, nil, err
 	}
