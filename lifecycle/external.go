@@ -180,6 +180,8 @@ func (r *runner) onExternal(e *extMsg) {
 		r.extDone(e.stop, e.err)
 	case e.perm != nil:
 		r.extPermission(e.perm)
+	case e.update != nil && len(tu.ext.sending) > 0:
+		tu.ext.buffered = append(tu.ext.buffered, e) // until the steers are answered
 	case e.update != nil:
 		r.extUpdate(e.update)
 	}

@@ -29,8 +29,13 @@ type extTurn struct {
 	// sending are the steers sent and not yet answered, by input ID:
 	// the runner's step count when each went.
 	sending map[string]int64
-	// held is the prompt's end, waiting for those answers.
-	held *extMsg
+	// held is the prompt's end, waiting for those answers; buffered are
+	// the agent's updates meanwhile: published once the steers are
+	// delivered (or not), so a client sees a steer's user message before
+	// the words that answer it (the agent streams them before it answers
+	// the steer).
+	held     *extMsg
+	buffered []*extMsg
 	// split: a steer was sent; the agent's next words open a new
 	// assistant message, after the steer's user message (the agent may
 	// stream what follows the steer before its answer reaches us).
@@ -121,7 +126,15 @@ func (r *runner) extSteered(s *extSteered) {
 			}
 		}
 	}
-	if h := tu.ext.held; h != nil && len(tu.ext.sending) == 0 {
+	if len(tu.ext.sending) > 0 {
+		return
+	}
+	buf := tu.ext.buffered
+	tu.ext.buffered = nil
+	for _, b := range buf {
+		r.onExternal(b)
+	}
+	if h := tu.ext.held; h != nil && r.turn == tu {
 		tu.ext.held = nil
 		r.onExternal(h)
 	}
@@ -166,6 +179,7 @@ func (r *runner) extAborted(tu *turn) {
 	if tu.ext == nil || len(tu.ext.sending) == 0 {
 		return
 	}
+	tu.ext.buffered = nil // the aborted turn's late words are dropped
 	var batch []*opencode.Input
 	for _, in := range r.pending {
 		if _, ok := tu.ext.sending[in.ID]; ok {

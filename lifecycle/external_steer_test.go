@@ -11,6 +11,7 @@ import (
 	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/acpstub"
 	"github.com/opencode-server/opencode-server/internal/testserver"
+	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // steeringStub is the stub's environment that makes it a steering agent.
@@ -235,5 +236,31 @@ func TestExternalAgentSteerAbort(t *testing.T) {
 				t.Errorf("the agent's prompts %q, want only %q", got, acpstub.Steered)
 			}
 		})
+	}
+}
+
+// TestExternalAgentSteerOrder: the agent streams its answer to a steer
+// before it answers `_session/steering` (the stub's Early); the steer's
+// delivery is still published before the first word that answers it, so a
+// client (ACP v2's user_message, the TUI) shows them in that order.
+func TestExternalAgentSteerOrder(t *testing.T) {
+	srv, c := externalServerEnv(t, "", steeringStub)
+	sid := c.newSession()
+	live := recordLive(t, srv, sid)
+	startSteered(t, srv, c, sid)
+	id := identifier.NewMessage()
+	c.must("POST", "/session/"+sid+"/prompt_async", v1Body(id, acpstub.Early, "steer"), 204)
+	c.settled(sid, []string{"user:" + acpstub.Steered, "assistant:before.", "user:" + acpstub.Early, "assistant:after: " + acpstub.Early})
+	delivered, answered := -1, -1
+	for i, e := range live.events() {
+		switch {
+		case e.Type == opencode.EvInboxDelivered && e.Data.MessageID == id && delivered < 0:
+			delivered = i
+		case e.Type == opencode.EvPartDelta && strings.Contains(string(e.Raw), "after: ") && answered < 0:
+			answered = i
+		}
+	}
+	if delivered < 0 || answered < 0 || delivered > answered {
+		t.Errorf("the steer's delivery is event %d, the first word answering it %d: want the delivery first", delivered, answered)
 	}
 }

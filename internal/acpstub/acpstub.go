@@ -86,6 +86,10 @@ const (
 	// Late is a steer the stub injects but answers only after the prompt
 	// it joined has answered.
 	Late = "late"
+	// Early is a steer the stub injects and answers only once the prompt
+	// has said its words after it (an agent streaming its answer to a
+	// steer before its reply to `_session/steering`).
+	Early = "early"
 	// WaitTool starts an execute tool call (call-w, in progress), then
 	// waits as Wait does.
 	WaitTool = "waittool"
@@ -135,7 +139,7 @@ func MaybeServe() {
 	}
 	appendLine(PIDFile, fmt.Sprint(os.Getpid()))
 	a := &stub{cancel: make(chan struct{}, 1), steered: make(chan string, 1), steering: os.Getenv(SteeringEnv) == "1",
-		ready: make(chan struct{}), ended: make(chan struct{}, 1), session: fmt.Sprint("stub-", os.Getpid())}
+		ready: make(chan struct{}), ended: make(chan struct{}, 1), said: make(chan struct{}, 1), session: fmt.Sprint("stub-", os.Getpid())}
 	a.authed.Store(os.Getenv(AuthEnv) == "")
 	a.conn = acpclient.NewConn(os.Stdin, os.Stdout, acpclient.Handlers{
 		Notify: func(method string, _ json.RawMessage) {
@@ -162,8 +166,10 @@ type stub struct {
 	steered  chan string
 	waiting  atomic.Bool
 	steering bool
-	// ended: a prompt has answered (Late waits for it).
+	// ended: a prompt has answered (Late waits for it); said: a Steered
+	// prompt said its words after a steer (Early waits for it).
 	ended chan struct{}
+	said  chan struct{}
 	// ready: conn is set (a request may come before NewConn returns;
 	// requests are served from its reading goroutine).
 	ready chan struct{}
@@ -297,6 +303,12 @@ func (a *stub) steer(params json.RawMessage) (any, error) {
 			waitFile(ReleaseFile)
 		}
 		a.steered <- text
+		if text == Early {
+			select {
+			case <-a.said:
+			case <-time.After(10 * time.Second):
+			}
+		}
 		if text == Late {
 			// The prompt's answer goes out first: the client learns the
 			// turn ended before it learns the steer was taken.
@@ -426,6 +438,10 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 			a.say("agent_message_chunk", " ended", "")
 		default:
 			a.say("agent_message_chunk", "after: "+text, "")
+			select {
+			case a.said <- struct{}{}: // an Early steer answers now
+			default:
+			}
 		}
 		return endTurn()
 	case Wait, WaitTool:
