@@ -44,39 +44,68 @@ const (
 type failPace struct{ first, max, tryEvery time.Duration }
 
 // storeFailed records a failed write of session id and schedules its
-// retry. The first failure is logged; later ones of the same outage only
-// at debug level (one line per change of state, not per attempt). In a
-// cluster the session's lease is let go, so another instance's sweep may
-// take the work over if this one's store connection stays broken.
+// retry (noteFailure, then retryLater).
 func (m *Manager) storeFailed(id string, epoch int64, err error) {
+	m.retryLater(id, epoch, m.noteFailure(id, err))
+}
+
+// failureNote is what noteFailure recorded, for retryLater.
+type failureNote struct {
+	f     *storeFailure
+	first bool
+	again bool // a background retry is to be scheduled
+	wait  time.Duration
+	err   error
+}
+
+// noteFailure records a failed write of session id. A failing runner
+// notes it before it leaves the registry, so no request can start the
+// next runner (whose start clears the record) before the record exists:
+// noted after, it would outlive the runner that recovered and say
+// "retry" with no retry to come.
+func (m *Manager) noteFailure(id string, err error) failureNote {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	f := m.failed[id]
-	first := f == nil
-	if first {
+	n := failureNote{f: f, first: f == nil, err: err}
+	if n.first {
 		f = &storeFailure{}
 		m.failed[id] = f
+		n.f = f
 	}
 	f.err = err
 	// A request's own try that failed: the background retry stays as it
 	// was scheduled (the pause is not doubled by requests).
-	again := !f.scheduled
-	wait := time.Duration(0)
-	if again {
+	n.again = !f.scheduled
+	if n.again {
 		f.attempt++
 		// The first rebuild is at once (a one-off failure costs nothing);
 		// each further failure of the same outage pauses longer.
 		if f.attempt > 1 {
-			wait = min(m.pace.first<<min(f.attempt-2, 16), m.pace.max)
+			n.wait = min(m.pace.first<<min(f.attempt-2, 16), m.pace.max)
 		}
-		f.next = time.Now().Add(wait)
+		f.next = time.Now().Add(n.wait)
 		f.scheduled = true
 	}
+	return n
+}
+
+// retryLater logs a noted failure and schedules its background retry. The
+// first failure is logged; later ones of the same outage only at debug
+// level (one line per change of state, not per attempt). In a cluster the
+// session's lease is let go, so another instance's sweep may take the
+// work over if this one's store connection stays broken. A failing runner
+// calls it once it has left the registry, so the retry starts a new one.
+func (m *Manager) retryLater(id string, epoch int64, n failureNote) {
+	f := n.f
+	m.mu.Lock()
 	closed := m.closed
+	attempt := f.attempt
 	m.mu.Unlock()
-	if first {
-		m.log.Error("commit failed: session stopped, retrying in the background", "session", id, "err", err)
+	if n.first {
+		m.log.Error("commit failed: session stopped, retrying in the background", "session", id, "err", n.err)
 	} else {
-		m.log.Debug("session still failing", "session", id, "attempt", f.attempt, "err", err)
+		m.log.Debug("session still failing", "session", id, "attempt", attempt, "err", n.err)
 	}
 	if closed {
 		return
@@ -89,13 +118,13 @@ func (m *Manager) storeFailed(id string, epoch int64, err error) {
 		cl.Release(ctx, id, epoch)
 		cancel()
 	}
-	if !again {
+	if !n.again {
 		return
 	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		t := time.NewTimer(wait)
+		t := time.NewTimer(n.wait)
 		defer t.Stop()
 		select {
 		case <-m.ctx.Done():

@@ -387,10 +387,16 @@ func (r *runner) fail() {
 	r.m.setBusy(r.id, false)
 	r.rejectAsks()
 	r.pend = nil
+	// Noted before the runner leaves the registry (see noteFailure); its
+	// retry scheduled after, so it starts a new runner, not this one.
+	var note failureNote
+	if !fenced {
+		note = r.m.noteFailure(r.id, err)
+	}
 	r.stop(&opencode.Error{Code: opencode.EUnavailable, SessionID: r.id,
 		Message: "Session " + r.id + " stopped after a failed write to the store; retry the request", Cause: err})
 	if !fenced {
-		r.m.storeFailed(r.id, r.epoch, err)
+		r.m.retryLater(r.id, r.epoch, note)
 	}
 }
 
