@@ -110,6 +110,7 @@ func main() {
 	serveStore := flag.String("serve-store", "sqlite", "with -serve: sqlite or memory")
 	serveData := flag.String("serve-data", "ocbench-data", "with -serve: data directory")
 	serveConfig := flag.String("serve-config", "", "with -serve: opencode.json (e.g. from -print-config)")
+	serveReply := flag.String("serve-reply", "", "with -serve: the built-in scripted model's reply (default: it quotes the prompt)")
 	blockRate := flag.Int("block-rate", 0, "with -serve: runtime.SetBlockProfileRate (ns; 0 = off) for /debug/pprof/block")
 	mutexFrac := flag.Int("mutex-frac", 0, "with -serve: runtime.SetMutexProfileFraction (0 = off) for /debug/pprof/mutex")
 	cmp := flag.Bool("compare", false, "print the side-by-side tables of ocbench outputs: ocbench -compare OURS.txt OPENCODE.txt [YARDSTICK.txt] (OPENCODE.txt '-': only the yardstick table)")
@@ -129,7 +130,7 @@ func main() {
 	if *serve != "" {
 		runtime.SetBlockProfileRate(*blockRate)
 		runtime.SetMutexProfileFraction(*mutexFrac)
-		if err := serveProfiled(*serve, *pprofAddr, *serveStore, *serveData, *serveConfig); err != nil {
+		if err := serveProfiled(*serve, *pprofAddr, *serveStore, *serveData, *serveConfig, *serveReply); err != nil {
 			fatal("%v", err)
 		}
 		return
