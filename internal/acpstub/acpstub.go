@@ -377,6 +377,9 @@ func (a *stub) say(kind, text, messageID string) {
 func endTurn() (any, error) { return map[string]any{"stopReason": acpclient.StopEndTurn}, nil }
 
 func (a *stub) run(ctx context.Context, script string) (any, error) {
+	if res, ok, err := a.runCaps(ctx, script); ok {
+		return res, err
+	}
 	switch script {
 	case Two:
 		a.say("agent_thought_chunk", "thinking", "m1")
