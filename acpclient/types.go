@@ -278,6 +278,8 @@ type ToolCallContent struct {
 	Path    string        `json:"path,omitempty"`
 	OldText *string       `json:"oldText,omitempty"`
 	NewText string        `json:"newText,omitempty"`
+	// TerminalID: a terminal of terminal/create, shown with the call.
+	TerminalID string `json:"terminalId,omitempty"`
 }
 
 // ToolLocation is a file a tool call touches.

@@ -350,7 +350,7 @@ func (r *runner) extTool(st *step, tc *acpclient.ToolCall) *toolRun {
 	if len(tc.RawInput) > 0 && json.Valid(tc.RawInput) {
 		c.input = tc.RawInput
 	}
-	if out := toolText(tc); out != "" {
+	if out := r.extToolOutput(tc); out != "" {
 		c.output = out
 	}
 	switch tc.Status {

@@ -98,6 +98,8 @@ type extProc struct {
 	mu    sync.Mutex
 	sink  *extSink
 	idle  *time.Timer
+	// terms are the commands it runs through us (external_terminal.go).
+	terms extTerminals
 }
 
 func (e *extProc) setSink(s *extSink) {
@@ -281,6 +283,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	go func() {
 		// A process that ends on its own leaves the registry.
 		<-p.Exited()
+		e.terms.closeAll()
 		if err := p.ExitErr(); err != nil {
 			log.Info("external agent exited", "pid", p.Pid(), "status", err.Error())
 		}
@@ -294,7 +297,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	defer cancel()
 	var init json.RawMessage
 	err = p.Call(ctx, acpclient.MethodInitialize, acpclient.InitializeRequest{ProtocolVersion: acpclient.ProtocolVersion,
-		ClientCapabilities: acpclient.ClientCapabilities{FS: acpclient.FSCapabilities{ReadTextFile: true, WriteTextFile: true}},
+		ClientCapabilities: acpclient.ClientCapabilities{FS: acpclient.FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true},
 		ClientInfo:         &acpclient.Implementation{Name: "opencode-server", Version: "1"}}, &init)
 	if err != nil {
 		return agentError(a, "initialize failed", x.why(e, err))
@@ -387,6 +390,9 @@ func (x *externals) serve(ctx context.Context, e *extProc, method string, params
 			return nil, err
 		}
 		return struct{}{}, nil
+	case acpclient.MethodTerminalCreate, acpclient.MethodTerminalOutput, acpclient.MethodTerminalWait,
+		acpclient.MethodTerminalKill, acpclient.MethodTerminalRelease:
+		return e.terms.serve(ctx, e.dir, method, params)
 	case acpclient.MethodRequestPermission:
 		req, err := decodeParams[acpclient.RequestPermissionRequest](params)
 		if err != nil {
@@ -456,6 +462,7 @@ func (x *externals) kill(e *extProc) {
 	if e.idle != nil {
 		e.idle.Stop()
 	}
+	e.terms.closeAll()
 	if e.p != nil {
 		e.p.Kill()
 	}
@@ -517,6 +524,7 @@ func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink 
 	call, stop := context.WithCancel(context.Background())
 	defer stop()
 	cancelled := context.AfterFunc(ctx, func() {
+		e.terms.killAll() // an aborted turn's commands end with it
 		_ = e.p.Notify(acpclient.MethodSessionCancel, acpclient.CancelNotification{SessionID: e.sessionID})
 		time.AfterFunc(cancelGrace, stop)
 	})

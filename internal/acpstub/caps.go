@@ -23,14 +23,160 @@ const (
 	OutsideFile = "outside.txt"
 )
 
+// Terminal: an execute tool call (call-term) that embeds a terminal
+// running "echo hi; exit 3", waits for it and reads its output; kills a
+// "sleep 100" (program and args); reads a "printf abcdef" kept to
+// outputByteLimit 3; runs a command with an env variable; tries a cwd
+// beside the directory; releases them and reads one released; opens
+// terminals until one is refused (each writes its PID to TermPIDsFile),
+// releases them; then says TerminalAnswer's fields.
+// TermWait: a terminal running "sleep 100" (its PID in TermPIDsFile),
+// embedded in tool call call-tw, then waits for session/cancel as Wait.
+const (
+	Terminal     = "terminal"
+	TermWait     = "termwait"
+	TermPIDsFile = "acpstub.termpids"
+	TermEnv      = "ACPSTUB_TERM_VAR"
+)
+
+// TerminalAnswer is what the Terminal script says, with what it got.
+const TerminalAnswer = "out=%q exit=%s killed=%s limited=%q/%v env=%q outside=%s released=%s max=%d"
+
 // runCaps runs the scripts of this file; ok is false for another script.
 func (a *stub) runCaps(ctx context.Context, script string) (res any, ok bool, err error) {
 	switch script {
 	case Write:
 		res, err = a.write(ctx)
-		return res, true, err
+	case Terminal:
+		res, err = a.terminal(ctx)
+	case TermWait:
+		res, err = a.termWait(ctx)
+	default:
+		return nil, false, nil
 	}
-	return nil, false, nil
+	return res, true, err
+}
+
+// term runs one terminal request.
+func (a *stub) term(ctx context.Context, method string, params map[string]any, res any) error {
+	params["sessionId"] = a.sessionID()
+	return a.conn.Call(ctx, method, params, res)
+}
+
+// create opens a terminal; "" when refused.
+func (a *stub) create(ctx context.Context, params map[string]any) string {
+	var res acpclient.CreateTerminalResponse
+	if err := a.term(ctx, acpclient.MethodTerminalCreate, params, &res); err != nil {
+		return ""
+	}
+	return res.TerminalID
+}
+
+func status(s acpclient.TerminalExitStatus) string {
+	switch {
+	case s.ExitCode != nil:
+		return fmt.Sprint(*s.ExitCode)
+	case s.Signal != nil:
+		return *s.Signal
+	}
+	return "none"
+}
+
+func (a *stub) terminal(ctx context.Context) (any, error) {
+	a.update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call-term", "title": "Run echo",
+		"kind": "execute", "status": "in_progress", "rawInput": map[string]any{"command": "echo hi; exit 3"}})
+	echo := a.create(ctx, map[string]any{"command": "echo hi; exit 3"})
+	if echo == "" {
+		return nil, fmt.Errorf("terminal/create refused")
+	}
+	a.update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call-term",
+		"content": []any{map[string]any{"type": "terminal", "terminalId": echo}}})
+	var exit acpclient.TerminalExitStatus
+	if err := a.term(ctx, acpclient.MethodTerminalWait, map[string]any{"terminalId": echo}, &exit); err != nil {
+		return nil, err
+	}
+	var out acpclient.TerminalOutputResponse
+	if err := a.term(ctx, acpclient.MethodTerminalOutput, map[string]any{"terminalId": echo}, &out); err != nil {
+		return nil, err
+	}
+	if out.ExitStatus == nil || status(*out.ExitStatus) != status(exit) {
+		return nil, fmt.Errorf("terminal/output's exit status %v, wait_for_exit's %s", out.ExitStatus, status(exit))
+	}
+
+	sleep := a.create(ctx, map[string]any{"command": "sleep", "args": []string{"100"}})
+	var killed acpclient.TerminalExitStatus
+	if err := a.term(ctx, acpclient.MethodTerminalKill, map[string]any{"terminalId": sleep}, nil); err != nil {
+		return nil, err
+	}
+	if err := a.term(ctx, acpclient.MethodTerminalWait, map[string]any{"terminalId": sleep}, &killed); err != nil {
+		return nil, err
+	}
+
+	limited := a.create(ctx, map[string]any{"command": "printf", "args": []string{"abcdef"}, "outputByteLimit": 3})
+	var lim acpclient.TerminalOutputResponse
+	if err := a.term(ctx, acpclient.MethodTerminalWait, map[string]any{"terminalId": limited}, nil); err != nil {
+		return nil, err
+	}
+	if err := a.term(ctx, acpclient.MethodTerminalOutput, map[string]any{"terminalId": limited}, &lim); err != nil {
+		return nil, err
+	}
+
+	env := a.create(ctx, map[string]any{"command": "printf %s \"$" + TermEnv + "\"",
+		"env": []any{map[string]any{"name": TermEnv, "value": "envok"}}})
+	var envOut acpclient.TerminalOutputResponse
+	_ = a.term(ctx, acpclient.MethodTerminalWait, map[string]any{"terminalId": env}, nil)
+	_ = a.term(ctx, acpclient.MethodTerminalOutput, map[string]any{"terminalId": env}, &envOut)
+
+	cwd, _ := os.Getwd()
+	outside := "allowed"
+	if a.create(ctx, map[string]any{"command": "true", "cwd": filepath.Dir(cwd)}) == "" {
+		outside = "refused"
+	}
+
+	for _, id := range []string{echo, sleep, limited, env} {
+		if err := a.term(ctx, acpclient.MethodTerminalRelease, map[string]any{"terminalId": id}, nil); err != nil {
+			return nil, err
+		}
+	}
+	released := "readable"
+	if err := a.term(ctx, acpclient.MethodTerminalOutput, map[string]any{"terminalId": echo}, nil); err != nil {
+		released = "gone"
+	}
+
+	var opened []string
+	for range 100 {
+		id := a.create(ctx, map[string]any{"command": "echo $$ >> " + TermPIDsFile + "; exec sleep 100"})
+		if id == "" {
+			break
+		}
+		opened = append(opened, id)
+	}
+	for _, id := range opened {
+		if err := a.term(ctx, acpclient.MethodTerminalRelease, map[string]any{"terminalId": id}, nil); err != nil {
+			return nil, err
+		}
+	}
+
+	a.update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call-term", "status": "completed"})
+	a.say("agent_message_chunk", fmt.Sprintf(TerminalAnswer, out.Output, status(exit), status(killed), lim.Output, lim.Truncated,
+		envOut.Output, outside, released, len(opened)), "")
+	return endTurn()
+}
+
+func (a *stub) termWait(ctx context.Context) (any, error) {
+	id := a.create(ctx, map[string]any{"command": "echo $$ >> " + TermPIDsFile + "; exec sleep 100"})
+	if id == "" {
+		return nil, fmt.Errorf("terminal/create refused")
+	}
+	a.update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "call-tw", "title": "Sleep",
+		"kind": "execute", "status": "in_progress", "content": []any{map[string]any{"type": "terminal", "terminalId": id}}})
+	a.say("agent_message_chunk", "waiting", "")
+	select {
+	case <-a.cancel:
+		return map[string]any{"stopReason": acpclient.StopCancelled}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (a *stub) write(ctx context.Context) (any, error) {
