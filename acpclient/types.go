@@ -82,6 +82,7 @@ type AuthenticateRequest struct {
 type AgentCapabilities struct {
 	LoadSession        bool               `json:"loadSession"`
 	PromptCapabilities PromptCapabilities `json:"promptCapabilities"`
+	MCPCapabilities    MCPCapabilities    `json:"mcpCapabilities"`
 }
 
 // PromptCapabilities are the content blocks a prompt may hold beyond text

@@ -306,10 +306,11 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	_ = json.Unmarshal(init, &ir) // what it offers; steering is read from the raw answer
 	e.caps = ir.AgentCapabilities
 	e.steering = acpclient.SupportsSteering(init)
+	mcp := extMCPServers(x.m.cfg.MCPServers, e.caps.MCPCapabilities, log)
 	if load != "" {
 		if e.caps.LoadSession {
 			// The history it replays meanwhile goes nowhere: no sink yet.
-			err := p.Call(ctx, acpclient.MethodSessionLoad, acpclient.LoadSessionRequest{SessionID: load, Cwd: e.dir, MCPServers: []any{}}, nil)
+			err := p.Call(ctx, acpclient.MethodSessionLoad, acpclient.LoadSessionRequest{SessionID: load, Cwd: e.dir, MCPServers: mcp}, nil)
 			if err == nil {
 				e.sessionID = load
 				log.Info("external agent started", "pid", p.Pid(), "agentSession", load, "loaded", true)
@@ -328,7 +329,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	}
 	var ns acpclient.NewSessionResponse
 	newSession := func() error {
-		return p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: []any{}}, &ns)
+		return p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: mcp}, &ns)
 	}
 	err = newSession()
 	var rpc *acpclient.RPCError

@@ -226,6 +226,7 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		a.authed.Store(true)
 		return map[string]any{}, nil
 	case acpclient.MethodSessionNew:
+		recordMCP(method, params)
 		if !a.authed.Load() {
 			return nil, &acpclient.RPCError{Code: acpclient.CodeAuthRequired, Message: "Authentication required"}
 		}
@@ -238,6 +239,7 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 			return nil, err
 		}
 		appendLine(LoadsFile, req.SessionID)
+		recordMCP(method, params)
 		a.mu.Lock()
 		a.session = req.SessionID
 		a.mu.Unlock()

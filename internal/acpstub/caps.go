@@ -2,6 +2,7 @@ package acpstub
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -203,4 +204,23 @@ func (a *stub) write(ctx context.Context) (any, error) {
 		"content": []any{map[string]any{"type": "diff", "path": path, "oldText": old, "newText": WrittenText}}})
 	a.say("agent_message_chunk", fmt.Sprintf("wrote outside=%s", outside), "w2")
 	return endTurn()
+}
+
+// MCPFile gets, for each session/new and session/load, the MCP servers
+// it was given (an MCPRecord a line).
+const MCPFile = "acpstub.mcp"
+
+// MCPRecord is one session/new's or session/load's mcpServers, as sent.
+type MCPRecord struct {
+	Method     string            `json:"method"`
+	MCPServers []json.RawMessage `json:"mcpServers"`
+}
+
+func recordMCP(method string, params json.RawMessage) {
+	var req struct {
+		MCPServers []json.RawMessage `json:"mcpServers"`
+	}
+	_ = json.Unmarshal(params, &req)
+	b, _ := json.Marshal(MCPRecord{Method: method, MCPServers: req.MCPServers})
+	appendLine(MCPFile, string(b))
 }
