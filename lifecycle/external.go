@@ -358,7 +358,8 @@ func (r *runner) extTool(st *step, tc *acpclient.ToolCall) *toolRun {
 		if !c.started {
 			r.markRunning(st, c, &provider.ToolCall{ID: c.callID, Name: c.name, Arguments: c.input}, c.title)
 		}
-		r.toolDone(st, &toolResult{callID: c.callID, res: tool.Result{Output: c.output, Title: c.title}})
+		r.toolDone(st, &toolResult{callID: c.callID, res: tool.Result{Output: c.output, Title: c.title,
+			Metadata: r.extToolMeta(tc.ToolCallID)}})
 	case acpclient.ToolFailed:
 		if !c.started {
 			r.markRunning(st, c, &provider.ToolCall{ID: c.callID, Name: c.name, Arguments: c.input}, c.title)
@@ -381,8 +382,15 @@ func (r *runner) extTool(st *step, tc *acpclient.ToolCall) *toolRun {
 		if len(ps.Input) == 0 {
 			ps.Input = json.RawMessage("{}")
 		}
+		md := r.extToolMeta(tc.ToolCallID)
 		if c.output != "" {
-			ps.Metadata = mustJSON(map[string]any{"output": c.output})
+			if md == nil {
+				md = map[string]any{}
+			}
+			md["output"] = c.output
+		}
+		if md != nil {
+			ps.Metadata = mustJSON(md)
 		}
 		p.State = &ps
 		st.parts[c.part] = p

@@ -130,17 +130,38 @@ func TestExternalAgentEdits(t *testing.T) {
 	waitFor(t, events, func(f frame) bool {
 		return f.Type == "session.diff" && strings.Contains(string(f.Properties), acpstub.WrittenFile)
 	})
-	// The tool part says what it edited.
-	var tool *rawPart
-	for _, m := range c.rawMessages(sid) {
-		for _, p := range m.Parts {
-			if p.Type == "tool" {
-				tool = &p
+	// The tool part says what it edited, its metadata has the diff the
+	// agent sent (as our edit tool's).
+	var toolMsgs []struct {
+		Parts []struct {
+			Type  string
+			State *struct {
+				Status, Output string
+				Metadata       struct {
+					Filepath, Diff       string
+					Additions, Deletions int
+				}
 			}
 		}
 	}
-	if tool == nil || tool.State == nil || tool.State.Status != "completed" || !strings.Contains(tool.State.Output, written) {
-		t.Errorf("tool part = %+v", tool)
+	c.must("GET", "/session/"+sid+"/message", nil, 200).json(t, &toolMsgs)
+	tools := 0
+	for _, m := range toolMsgs {
+		for _, p := range m.Parts {
+			if p.Type != "tool" {
+				continue
+			}
+			tools++
+			st := p.State
+			if st == nil || st.Status != "completed" || !strings.Contains(st.Output, written) || st.Metadata.Filepath != written ||
+				!strings.Contains(st.Metadata.Diff, "-old\n+"+strings.TrimSpace(acpstub.WrittenText)) ||
+				st.Metadata.Additions != 1 || st.Metadata.Deletions != 1 {
+				t.Errorf("tool part state = %+v", st)
+			}
+		}
+	}
+	if tools != 1 {
+		t.Errorf("tool parts = %d, want 1", tools)
 	}
 
 	c.must("POST", "/session/"+sid+"/revert", map[string]any{"messageID": first}, 200)

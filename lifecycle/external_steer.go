@@ -38,9 +38,9 @@ type extTurn struct {
 	buffered []*extMsg
 	// replaying: extReplay is handing them on (external_edits.go).
 	replaying bool
-	// terms are the terminals each tool call embeds, by call ID
-	// (external_terminal.go).
-	terms map[string][]string
+	// calls are the terminals and diffs each tool call's content held, by
+	// call ID (external_content.go).
+	calls map[string]*extCall
 	// split: a steer was sent; the agent's next words open a new
 	// assistant message, after the steer's user message (the agent may
 	// stream what follows the steer before its answer reaches us).

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -360,38 +359,4 @@ func (ts *extTerminals) closeAll() {
 		case <-time.After(termReap):
 		}
 	}
-}
-
-// extToolOutput is the output of the agent's tool call: its content's
-// text (toolText), then what the terminals it embeds ({type:"terminal"})
-// printed so far, read again at each update of the call (a terminal the
-// agent released shows its last output).
-func (r *runner) extToolOutput(tc *acpclient.ToolCall) string {
-	out := toolText(tc)
-	x := r.turn.ext
-	if x == nil {
-		return out
-	}
-	for _, c := range tc.Content {
-		if c.Type == "terminal" && c.TerminalID != "" {
-			if x.terms == nil {
-				x.terms = map[string][]string{}
-			}
-			if ids := x.terms[tc.ToolCallID]; !slices.Contains(ids, c.TerminalID) {
-				x.terms[tc.ToolCallID] = append(ids, c.TerminalID)
-			}
-		}
-	}
-	if x.proc == nil {
-		return out
-	}
-	for _, id := range x.terms[tc.ToolCallID] {
-		if s, ok := x.proc.terms.output(id); ok && s != "" {
-			if out != "" && !strings.HasSuffix(out, "\n") {
-				out += "\n"
-			}
-			out += s
-		}
-	}
-	return out
 }
