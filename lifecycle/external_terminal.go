@@ -40,12 +40,14 @@ const (
 
 // extTerminals are one agent process's terminals.
 type extTerminals struct {
-	mu     sync.Mutex
-	n      int
-	live   map[string]*extTerminal
-	kept   map[string]string // released: their last output
-	order  []string          // of kept, oldest first
-	closed bool
+	mu sync.Mutex
+	n  int
+	// starting: slots taken by commands being started.
+	starting int
+	live     map[string]*extTerminal
+	kept     map[string]string // released: their last output
+	order    []string          // of kept, oldest first
+	closed   bool
 }
 
 // extTerminal is one command the agent started.
@@ -166,14 +168,44 @@ func (ts *extTerminals) create(dir string, req acpclient.CreateTerminalRequest) 
 	if req.OutputByteLimit != nil && *req.OutputByteLimit >= 0 && *req.OutputByteLimit < int64(limit) {
 		limit = int(*req.OutputByteLimit)
 	}
+	// A slot is taken first and the command started outside the lock:
+	// the runner reads terminals' output under it and must not wait for
+	// a fork.
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
 	if ts.closed {
+		ts.mu.Unlock()
 		return nil, terminalError("terminal/create: the agent is stopping")
 	}
-	if len(ts.live) >= maxTerminals {
+	if len(ts.live)+ts.starting >= maxTerminals {
+		ts.mu.Unlock()
 		return nil, terminalError("terminal/create: %d terminals are open, the most an agent may hold; release one first", maxTerminals)
 	}
+	ts.starting++
+	ts.mu.Unlock()
+	t, err := startTerminal(wd, req, limit)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.starting--
+	if err != nil {
+		return nil, err
+	}
+	if ts.closed {
+		// The process stopped meanwhile: its terminals went with it.
+		t.kill()
+		return nil, terminalError("terminal/create: the agent is stopping")
+	}
+	ts.n++
+	id := fmt.Sprintf("term_%d", ts.n)
+	if ts.live == nil {
+		ts.live = map[string]*extTerminal{}
+	}
+	ts.live[id] = t
+	return acpclient.CreateTerminalResponse{TerminalID: id}, nil
+}
+
+// startTerminal starts a terminal's command in wd, keeping limit bytes
+// of its output; a goroutine reaps it.
+func startTerminal(wd string, req acpclient.CreateTerminalRequest, limit int) (*extTerminal, error) {
 	var cmd *exec.Cmd
 	if len(req.Args) == 0 {
 		cmd = exec.Command(termShell(), "-c", req.Command)
@@ -217,13 +249,7 @@ func (ts *extTerminals) create(dir string, req acpclient.CreateTerminalRequest) 
 		t.status = exitStatus(cmd, err)
 		close(t.exited)
 	}()
-	ts.n++
-	id := fmt.Sprintf("term_%d", ts.n)
-	if ts.live == nil {
-		ts.live = map[string]*extTerminal{}
-	}
-	ts.live[id] = t
-	return acpclient.CreateTerminalResponse{TerminalID: id}, nil
+	return t, nil
 }
 
 // exitStatus is how cmd ended: its exit code, or the signal.
