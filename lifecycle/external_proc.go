@@ -393,7 +393,7 @@ func (x *externals) serve(ctx context.Context, e *extProc, method string, params
 		return struct{}{}, nil
 	case acpclient.MethodTerminalCreate, acpclient.MethodTerminalOutput, acpclient.MethodTerminalWait,
 		acpclient.MethodTerminalKill, acpclient.MethodTerminalRelease:
-		return e.terms.serve(ctx, e.dir, method, params)
+		return x.serveTerminal(ctx, e, method, params)
 	case acpclient.MethodRequestPermission:
 		req, err := decodeParams[acpclient.RequestPermissionRequest](params)
 		if err != nil {

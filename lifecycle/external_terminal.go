@@ -100,14 +100,18 @@ func terminalError(format string, args ...any) error {
 	return &acpclient.RPCError{Code: acpclient.CodeInvalidParams, Message: fmt.Sprintf(format, args...)}
 }
 
-// serveTerminal answers a terminal/* request of the agent running in dir.
-func (ts *extTerminals) serve(ctx context.Context, dir, method string, params json.RawMessage) (any, error) {
+// serveTerminal answers a terminal/* request of agent process e.
+func (x *externals) serveTerminal(ctx context.Context, e *extProc, method string, params json.RawMessage) (any, error) {
+	ts := &e.terms
 	if method == acpclient.MethodTerminalCreate {
 		req, err := decodeParams[acpclient.CreateTerminalRequest](params)
 		if err != nil {
 			return nil, err
 		}
-		return ts.create(dir, req)
+		if line := commandLine(req); x.termDenied(e.agent, line) {
+			return nil, terminalError("terminal/create: the permission rules deny the command %q", line)
+		}
+		return ts.create(e.dir, req)
 	}
 	req, err := decodeParams[acpclient.TerminalRequest](params)
 	if err != nil {
@@ -145,6 +149,27 @@ func (ts *extTerminals) serve(ctx context.Context, dir, method string, params js
 		return struct{}{}, nil
 	}
 	return nil, &acpclient.RPCError{Code: acpclient.CodeMethodNotFound, Message: "method not found: " + method}
+}
+
+// commandLine is the command as our bash tool's permission sees one.
+func commandLine(req acpclient.CreateTerminalRequest) string {
+	if len(req.Args) == 0 {
+		return req.Command
+	}
+	return strings.Join(append([]string{req.Command}, req.Args...), " ")
+}
+
+// termDenied: our permission rules (the defaults, the agent's, the
+// config's; not a session's own, which its runner holds) deny the command
+// as they would deny our bash tool's. "ask" lets it run: the agent asks
+// with session/request_permission before it runs a tool, and that ask is
+// ours (extPermission).
+func (x *externals) termDenied(agentName, line string) bool {
+	var agentRules []Rule
+	if a, ok := x.m.agent(agentName); ok {
+		agentRules = a.Rules
+	}
+	return evaluate([][]Rule{DefaultRules, agentRules, x.m.cfg.Rules}, "bash", line) == "deny"
 }
 
 // create starts the agent's command: with args, the program itself; a

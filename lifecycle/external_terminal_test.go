@@ -28,14 +28,26 @@ func termPIDs(dir string) []int {
 // TestExternalAgentTerminal: the agent runs commands through
 // terminal/create: output and exit status (wait_for_exit, output), a kill,
 // outputByteLimit keeping the end, env, a cwd outside the directory
-// refused, release (a released terminal is gone), at most 16 open; the
-// output of a terminal a tool call embeds is the tool part's output.
+// refused, a command our rules deny as bash refused, release (a released
+// terminal is gone), at most 16 open; the output of a terminal a tool
+// call embeds is the tool part's output.
 func TestExternalAgentTerminal(t *testing.T) {
-	srv, c := externalServer(t, "")
+	for _, tc := range []struct {
+		perm, denied string
+	}{
+		{"", "allowed"},
+		{`{"bash":{"*":"ask","rm *":"deny"}}`, "refused"},
+	} {
+		t.Run(tc.denied, func(t *testing.T) { testTerminal(t, tc.perm, tc.denied) })
+	}
+}
+
+func testTerminal(t *testing.T, perm, denied string) {
+	srv, c := externalServer(t, perm)
 	checkTermsGone(t, srv)
 	sid := c.newSession()
 	got := c.externalPrompt(sid, acpstub.Terminal)
-	want := fmt.Sprintf(acpstub.TerminalAnswer, "hi\n", "3", "SIGKILL", "def", true, "envok", "refused", "gone", 16)
+	want := fmt.Sprintf(acpstub.TerminalAnswer, "hi\n", "3", "SIGKILL", "def", true, "envok", "refused", denied, "gone", 16)
 	if got.Info.Error != nil || got.text() != want {
 		t.Fatalf("the agent says %q (error %+v),\nwant %q", got.text(), got.Info.Error, want)
 	}

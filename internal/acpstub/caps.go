@@ -28,7 +28,8 @@ const (
 // running "echo hi; exit 3", waits for it and reads its output; kills a
 // "sleep 100" (program and args); reads a "printf abcdef" kept to
 // outputByteLimit 3; runs a command with an env variable; tries a cwd
-// beside the directory; releases them and reads one released; opens
+// beside the directory; runs "rm -f nothing.txt" (refused where the
+// rules deny bash "rm *"); releases them and reads one released; opens
 // terminals until one is refused (each writes its PID to TermPIDsFile),
 // releases them; then says TerminalAnswer's fields.
 // TermWait: a terminal running "sleep 100" (its PID in TermPIDsFile),
@@ -41,7 +42,7 @@ const (
 )
 
 // TerminalAnswer is what the Terminal script says, with what it got.
-const TerminalAnswer = "out=%q exit=%s killed=%s limited=%q/%v env=%q outside=%s released=%s max=%d"
+const TerminalAnswer = "out=%q exit=%s killed=%s limited=%q/%v env=%q outside=%s denied=%s released=%s max=%d"
 
 // runCaps runs the scripts of this file; ok is false for another script.
 func (a *stub) runCaps(ctx context.Context, script string) (res any, ok bool, err error) {
@@ -134,6 +135,13 @@ func (a *stub) terminal(ctx context.Context) (any, error) {
 		outside = "refused"
 	}
 
+	denied := "allowed"
+	if id := a.create(ctx, map[string]any{"command": "rm", "args": []string{"-f", "nothing.txt"}}); id == "" {
+		denied = "refused"
+	} else {
+		_ = a.term(ctx, acpclient.MethodTerminalRelease, map[string]any{"terminalId": id}, nil)
+	}
+
 	for _, id := range []string{echo, sleep, limited, env} {
 		if err := a.term(ctx, acpclient.MethodTerminalRelease, map[string]any{"terminalId": id}, nil); err != nil {
 			return nil, err
@@ -160,7 +168,7 @@ func (a *stub) terminal(ctx context.Context) (any, error) {
 
 	a.update(map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": "call-term", "status": "completed"})
 	a.say("agent_message_chunk", fmt.Sprintf(TerminalAnswer, out.Output, status(exit), status(killed), lim.Output, lim.Truncated,
-		envOut.Output, outside, released, len(opened)), "")
+		envOut.Output, outside, denied, released, len(opened)), "")
 	return endTurn()
 }
 
