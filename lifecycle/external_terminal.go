@@ -25,7 +25,8 @@ import (
 // and each keeps at most termOutputMax bytes of output (the agent's
 // outputByteLimit when smaller), the oldest dropped first. Every one is
 // killed when its turn is aborted, and killed and reaped when its process
-// stops (the session deleted, idle, shutdown): none outlives the server.
+// stops (the session deleted, idle, a crash, shutdown): none outlives the
+// server.
 
 const (
 	maxTerminals  = 16
@@ -335,6 +336,11 @@ func (ts *extTerminals) get(id string) *extTerminal {
 // kill ends the terminal's command and its group (the terminal stays:
 // its output and exit status can still be read).
 func (t *extTerminal) kill() {
+	select {
+	case <-t.exited:
+		return // reaped, group killed: its ID may be another's now
+	default:
+	}
 	_ = syscall.Kill(-t.pgid, syscall.SIGKILL)
 }
 
