@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/opencode-server/opencode-server/acpclient"
 	"github.com/opencode-server/opencode-server/tool"
@@ -46,6 +47,7 @@ func (r *runner) extCallOf(tc *acpclient.ToolCall) *extCall {
 		case c.Type == "terminal" && c.TerminalID != "":
 			if !slices.Contains(ec.terms, c.TerminalID) {
 				ec.terms = append(ec.terms, c.TerminalID)
+				r.extWatch(tc.ToolCallID, c.TerminalID)
 			}
 		case c.Type == "diff" && c.Path != "":
 			if _, ok := ec.diffs[c.Path]; !ok {
@@ -105,4 +107,58 @@ func (r *runner) extToolMeta(call string) map[string]any {
 	first := ec.paths[0]
 	return map[string]any{"filepath": first, "diff": strings.Join(diffs, "\n"), "additions": adds, "deletions": dels,
 		"filediff": map[string]any{"file": first, "additions": adds, "deletions": dels}}
+}
+
+// termWatch is how often a running terminal's new output is put into the
+// tool call that embeds it.
+const termWatch = 100 * time.Millisecond
+
+// extWatch puts what terminal id prints into tool call call while it
+// runs, as our bash tool reports its output: at most every termWatch, the
+// runner reads the call's output again (extRefresh). It ends with the
+// command or the turn.
+func (r *runner) extWatch(call, id string) {
+	tu := r.turn
+	if tu.ext.proc == nil {
+		return
+	}
+	t := tu.ext.proc.terms.get(id)
+	if t == nil {
+		return
+	}
+	r.m.wg.Go(func() {
+		tick := time.NewTicker(termWatch)
+		defer tick.Stop()
+		seen := t.out.count()
+		update := func() {
+			if n := t.out.count(); n != seen {
+				seen = n
+				r.post(streamMsg{then: func() { r.extRefresh(tu, call) }})
+			}
+		}
+		for {
+			select {
+			case <-tick.C:
+				update()
+			case <-t.exited:
+				update()
+				return
+			case <-tu.ctx.Done():
+				return
+			}
+		}
+	})
+}
+
+// extRefresh shows tool call call's output anew, if the call still runs
+// in the current message and nothing of the agent's is held (what is
+// held comes first; the call's next update reads the output anyway).
+func (r *runner) extRefresh(tu *turn, call string) {
+	if r.turn != tu || tu.step == nil || tu.step.measuring || len(tu.ext.sending) > 0 || len(tu.ext.buffered) > 0 {
+		return
+	}
+	if c := tu.step.call(call); c == nil || c.done {
+		return
+	}
+	r.extTool(tu.step, &acpclient.ToolCall{ToolCallID: call})
 }

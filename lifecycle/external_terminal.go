@@ -68,12 +68,15 @@ type termBuffer struct {
 	limit     int
 	b         []byte
 	truncated bool
+	// written counts every byte written (a watcher sees new output).
+	written int64
 }
 
 func (b *termBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := len(p)
+	b.written += int64(n)
 	b.b = append(b.b, p...)
 	if over := len(b.b) - b.limit; over > 0 {
 		b.truncated = true
@@ -416,4 +419,11 @@ func (ts *extTerminals) closeAll() {
 		case <-time.After(termReap):
 		}
 	}
+}
+
+// count is how many bytes the command has printed.
+func (b *termBuffer) count() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.written
 }

@@ -84,9 +84,33 @@ func checkTermsGone(t *testing.T, srv *testserver.Server) {
 	})
 }
 
-// TestExternalAgentTerminalKilled: a terminal still running is killed
-// when its turn is aborted (the agent's process stays), when its session
-// is deleted, and when the server stops.
+// runningOutput is the output so far of the session's running tool
+// call callID (its state's metadata), "" when there is none.
+func (c *client) runningOutput(sid, callID string) string {
+	var msgs []struct {
+		Parts []struct {
+			Type, CallID string
+			State        *struct {
+				Status   string
+				Metadata struct{ Output string }
+			}
+		}
+	}
+	c.must("GET", "/session/"+sid+"/message", nil, 200).json(c.t, &msgs)
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			if p.Type == "tool" && p.CallID == callID && p.State != nil && p.State.Status == "running" {
+				return p.State.Metadata.Output
+			}
+		}
+	}
+	return ""
+}
+
+// TestExternalAgentTerminalKilled: what a running terminal prints shows
+// in the running tool call that embeds it, as it comes; the terminal is
+// killed when its turn is aborted (the agent's process stays), when its
+// session is deleted, and when the server stops.
 func TestExternalAgentTerminalKilled(t *testing.T) {
 	for _, how := range []string{"abort", "delete", "shutdown"} {
 		t.Run(how, func(t *testing.T) {
@@ -106,6 +130,9 @@ func TestExternalAgentTerminalKilled(t *testing.T) {
 			if !alive(pid) {
 				t.Fatalf("terminal %d is not running", pid)
 			}
+			checkFor(t, 10*time.Second, "the terminal's output in its running tool call", func() bool {
+				return c.runningOutput(sid, "call-tw") == acpstub.TermStarted+"\n"
+			})
 			agent := srv.Manager.ExternalPID(sid)
 			switch how {
 			case "abort":

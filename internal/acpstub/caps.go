@@ -32,13 +32,15 @@ const (
 // rules deny bash "rm *"); releases them and reads one released; opens
 // terminals until one is refused (each writes its PID to TermPIDsFile),
 // releases them; then says TerminalAnswer's fields.
-// TermWait: a terminal running "sleep 100" (its PID in TermPIDsFile),
-// embedded in tool call call-tw, then waits for session/cancel as Wait.
+// TermWait: a terminal that writes its PID in TermPIDsFile, prints
+// TermStarted half a second later and sleeps 100 s, embedded in tool call
+// call-tw (in progress) at once; then waits for session/cancel as Wait.
 const (
 	Terminal     = "terminal"
 	TermWait     = "termwait"
 	TermPIDsFile = "acpstub.termpids"
 	TermEnv      = "ACPSTUB_TERM_VAR"
+	TermStarted  = "started"
 )
 
 // TerminalAnswer is what the Terminal script says, with what it got.
@@ -173,7 +175,7 @@ func (a *stub) terminal(ctx context.Context) (any, error) {
 }
 
 func (a *stub) termWait(ctx context.Context) (any, error) {
-	id := a.create(ctx, map[string]any{"command": "echo $$ >> " + TermPIDsFile + "; exec sleep 100"})
+	id := a.create(ctx, map[string]any{"command": "echo $$ >> " + TermPIDsFile + "; sleep 0.5; echo " + TermStarted + "; exec sleep 100"})
 	if id == "" {
 		return nil, fmt.Errorf("terminal/create refused")
 	}
