@@ -32,7 +32,14 @@ func (r *runner) external(tu *turn) (agent.Agent, bool) {
 func (r *runner) startExternal(a agent.Agent) {
 	tu := r.turn
 	tu.ext = &extTurn{sending: map[string]int64{}}
-	r.extStep("")
+	// In a tracked project the first message begins with the snapshot
+	// the agent's edits are measured from, taken off the loop before the
+	// prompt goes out (external_edits.go).
+	repo := r.repo()
+	st := r.extOpen("")
+	if repo == nil {
+		r.beginStep(st, "")
+	}
 	var parts []opencode.Part
 	for _, in := range tu.inputs {
 		for _, p := range in.Parts {
@@ -62,6 +69,9 @@ func (r *runner) startExternal(a agent.Agent) {
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()
+		if repo != nil {
+			r.extBegin(tu, st, repo)
+		}
 		stop, err := r.m.ext.prompt(tu.ctx, req, a, sink)
 		post(&extMsg{done: true, stop: stop, err: err})
 	}()
@@ -156,6 +166,9 @@ func (r *runner) onExternal(e *extMsg) {
 		return
 	}
 	tu := r.turn
+	if r.extMeasuring(e) {
+		return
+	}
 	if tu == nil || tu != e.tu || tu.step == nil {
 		// The turn ended (an abort): the agent's late words are dropped.
 		if e.update != nil {
@@ -188,8 +201,16 @@ func (r *runner) onExternal(e *extMsg) {
 }
 
 // extStep opens an assistant message of the external turn; extID is the
-// agent's ID of it ("" until it sends one).
+// agent's ID of it ("" until it sends one). It begins where the message
+// before it ended (its measured end snapshot).
 func (r *runner) extStep(extID string) *step {
+	st := r.extOpen(extID)
+	r.beginStep(st, r.turn.endSnap)
+	return st
+}
+
+// extOpen opens an assistant message of the external turn, not begun yet.
+func (r *runner) extOpen(extID string) *step {
 	now := r.m.now()
 	tu := r.turn
 	r.steps++
@@ -202,7 +223,6 @@ func (r *runner) extStep(extID string) *step {
 	tu.step = st
 	tu.steps++
 	r.outbox().message(st.msg)
-	r.beginStep(st, "")
 	return st
 }
 
@@ -239,7 +259,13 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 	switch u.SessionUpdate {
 	case "agent_message_chunk", "agent_thought_chunk":
 		r.extSplit(u.MessageID)
+		if r.extHold(u) {
+			return
+		}
 		st := r.extMessage(u.MessageID)
+		if r.extHold(u) {
+			return
+		}
 		if u.Content == nil || u.Content.Type != "text" {
 			return
 		}
@@ -251,6 +277,9 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 		}
 	case "tool_call":
 		r.extSplit(u.MessageID)
+		if r.extHold(u) {
+			return
+		}
 		r.extTool(r.turn.step, &u.ToolCall)
 	case "tool_call_update":
 		r.extTool(r.turn.step, &u.ToolCall)
@@ -321,7 +350,7 @@ func (r *runner) extTool(st *step, tc *acpclient.ToolCall) *toolRun {
 	if len(tc.RawInput) > 0 && json.Valid(tc.RawInput) {
 		c.input = tc.RawInput
 	}
-	if out := toolText(tc); out != "" {
+	if out := r.extToolOutput(tc); out != "" {
 		c.output = out
 	}
 	switch tc.Status {
@@ -329,7 +358,8 @@ func (r *runner) extTool(st *step, tc *acpclient.ToolCall) *toolRun {
 		if !c.started {
 			r.markRunning(st, c, &provider.ToolCall{ID: c.callID, Name: c.name, Arguments: c.input}, c.title)
 		}
-		r.toolDone(st, &toolResult{callID: c.callID, res: tool.Result{Output: c.output, Title: c.title}})
+		r.toolDone(st, &toolResult{callID: c.callID, res: tool.Result{Output: c.output, Title: c.title,
+			Metadata: r.extToolMeta(tc.ToolCallID)}})
 	case acpclient.ToolFailed:
 		if !c.started {
 			r.markRunning(st, c, &provider.ToolCall{ID: c.callID, Name: c.name, Arguments: c.input}, c.title)
@@ -352,8 +382,15 @@ func (r *runner) extTool(st *step, tc *acpclient.ToolCall) *toolRun {
 		if len(ps.Input) == 0 {
 			ps.Input = json.RawMessage("{}")
 		}
+		md := r.extToolMeta(tc.ToolCallID)
 		if c.output != "" {
-			ps.Metadata = mustJSON(map[string]any{"output": c.output})
+			if md == nil {
+				md = map[string]any{}
+			}
+			md["output"] = c.output
+		}
+		if md != nil {
+			ps.Metadata = mustJSON(md)
 		}
 		p.State = &ps
 		st.parts[c.part] = p
@@ -434,12 +471,15 @@ func kindPermission(kind, name string) string {
 }
 
 // extFinish ends the current assistant message of an external turn with
-// finish reason: its open tool calls are closed as aborted.
+// finish reason: its open tool calls are closed as aborted. In a tracked
+// project it ends once its end snapshot is measured (off the loop), as
+// our own steps do: what the agent changed is its patch, session.diff and
+// a point revert restores.
 func (r *runner) extFinish(st *step, reason string) {
 	st.streamed = true
 	st.finish = &provider.Chunk{Kind: provider.Finish, Reason: reason, Usage: extUsage(st)}
 	r.abortTools(r.outbox(), st, r.m.now())
-	r.endStep(nil)
+	r.maybeEndStep()
 }
 
 // extUsage splits the context the agent reported into input and output
@@ -485,6 +525,7 @@ func (r *runner) extContinue(tu *turn) {
 	if next := tu.extNext; next != nil {
 		tu.extNext = nil
 		r.extStep(*next)
+		r.extReplay(tu)
 		return
 	}
 	r.endTurn()

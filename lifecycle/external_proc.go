@@ -98,6 +98,8 @@ type extProc struct {
 	mu    sync.Mutex
 	sink  *extSink
 	idle  *time.Timer
+	// terms are the commands it runs through us (external_terminal.go).
+	terms extTerminals
 }
 
 func (e *extProc) setSink(s *extSink) {
@@ -281,6 +283,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	go func() {
 		// A process that ends on its own leaves the registry.
 		<-p.Exited()
+		e.terms.closeAll()
 		if err := p.ExitErr(); err != nil {
 			log.Info("external agent exited", "pid", p.Pid(), "status", err.Error())
 		}
@@ -294,7 +297,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	defer cancel()
 	var init json.RawMessage
 	err = p.Call(ctx, acpclient.MethodInitialize, acpclient.InitializeRequest{ProtocolVersion: acpclient.ProtocolVersion,
-		ClientCapabilities: acpclient.ClientCapabilities{FS: acpclient.FSCapabilities{ReadTextFile: true, WriteTextFile: true}},
+		ClientCapabilities: acpclient.ClientCapabilities{FS: acpclient.FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true},
 		ClientInfo:         &acpclient.Implementation{Name: "opencode-server", Version: "1"}}, &init)
 	if err != nil {
 		return agentError(a, "initialize failed", x.why(e, err))
@@ -303,10 +306,11 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	_ = json.Unmarshal(init, &ir) // what it offers; steering is read from the raw answer
 	e.caps = ir.AgentCapabilities
 	e.steering = acpclient.SupportsSteering(init)
+	mcp := extMCPServers(x.m.cfg.MCPServers, e.caps.MCPCapabilities, log)
 	if load != "" {
 		if e.caps.LoadSession {
 			// The history it replays meanwhile goes nowhere: no sink yet.
-			err := p.Call(ctx, acpclient.MethodSessionLoad, acpclient.LoadSessionRequest{SessionID: load, Cwd: e.dir, MCPServers: []any{}}, nil)
+			err := p.Call(ctx, acpclient.MethodSessionLoad, acpclient.LoadSessionRequest{SessionID: load, Cwd: e.dir, MCPServers: mcp}, nil)
 			if err == nil {
 				e.sessionID = load
 				log.Info("external agent started", "pid", p.Pid(), "agentSession", load, "loaded", true)
@@ -325,7 +329,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	}
 	var ns acpclient.NewSessionResponse
 	newSession := func() error {
-		return p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: []any{}}, &ns)
+		return p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: mcp}, &ns)
 	}
 	err = newSession()
 	var rpc *acpclient.RPCError
@@ -387,6 +391,9 @@ func (x *externals) serve(ctx context.Context, e *extProc, method string, params
 			return nil, err
 		}
 		return struct{}{}, nil
+	case acpclient.MethodTerminalCreate, acpclient.MethodTerminalOutput, acpclient.MethodTerminalWait,
+		acpclient.MethodTerminalKill, acpclient.MethodTerminalRelease:
+		return x.serveTerminal(ctx, e, method, params)
 	case acpclient.MethodRequestPermission:
 		req, err := decodeParams[acpclient.RequestPermissionRequest](params)
 		if err != nil {
@@ -456,6 +463,7 @@ func (x *externals) kill(e *extProc) {
 	if e.idle != nil {
 		e.idle.Stop()
 	}
+	e.terms.closeAll()
 	if e.p != nil {
 		e.p.Kill()
 	}
@@ -517,6 +525,7 @@ func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink 
 	call, stop := context.WithCancel(context.Background())
 	defer stop()
 	cancelled := context.AfterFunc(ctx, func() {
+		e.terms.killAll() // an aborted turn's commands end with it
 		_ = e.p.Notify(acpclient.MethodSessionCancel, acpclient.CancelNotification{SessionID: e.sessionID})
 		time.AfterFunc(cancelGrace, stop)
 	})

@@ -36,6 +36,11 @@ type extTurn struct {
 	// the steer).
 	held     *extMsg
 	buffered []*extMsg
+	// replaying: extReplay is handing them on (external_edits.go).
+	replaying bool
+	// calls are the terminals and diffs each tool call's content held, by
+	// call ID (external_content.go).
+	calls map[string]*extCall
 	// split: a steer was sent; the agent's next words open a new
 	// assistant message, after the steer's user message (the agent may
 	// stream what follows the steer before its answer reaches us).
@@ -126,18 +131,7 @@ func (r *runner) extSteered(s *extSteered) {
 			}
 		}
 	}
-	if len(tu.ext.sending) > 0 {
-		return
-	}
-	buf := tu.ext.buffered
-	tu.ext.buffered = nil
-	for _, b := range buf {
-		r.onExternal(b)
-	}
-	if h := tu.ext.held; h != nil && r.turn == tu {
-		tu.ext.held = nil
-		r.onExternal(h)
-	}
+	r.extReplay(tu)
 }
 
 // extSplit opens a new assistant message for what the agent says after a

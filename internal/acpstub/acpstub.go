@@ -226,6 +226,7 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		a.authed.Store(true)
 		return map[string]any{}, nil
 	case acpclient.MethodSessionNew:
+		recordMCP(method, params)
 		if !a.authed.Load() {
 			return nil, &acpclient.RPCError{Code: acpclient.CodeAuthRequired, Message: "Authentication required"}
 		}
@@ -238,6 +239,7 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 			return nil, err
 		}
 		appendLine(LoadsFile, req.SessionID)
+		recordMCP(method, params)
 		a.mu.Lock()
 		a.session = req.SessionID
 		a.mu.Unlock()
@@ -377,6 +379,9 @@ func (a *stub) say(kind, text, messageID string) {
 func endTurn() (any, error) { return map[string]any{"stopReason": acpclient.StopEndTurn}, nil }
 
 func (a *stub) run(ctx context.Context, script string) (any, error) {
+	if res, ok, err := a.runCaps(ctx, script); ok {
+		return res, err
+	}
 	switch script {
 	case Two:
 		a.say("agent_thought_chunk", "thinking", "m1")
