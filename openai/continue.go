@@ -1,0 +1,150 @@
+package openai
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// continueTurn serves a request of function_call_output items: each goes
+// to the call waiting for it (Core.ToolResult), and the response is the
+// turn going on from there, named by the assistant message that made the
+// calls. Every item must answer a call waiting in the session, all the
+// waiting calls of that message must be answered, and nothing is handed
+// over unless all of that holds. The same outputs sent again (a retry)
+// hand nothing over and answer the same continuation.
+func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) {
+	ctx := r.Context()
+	core := h.o.Core
+	sid := t.session
+	switch {
+	case t.previous != "":
+		prev, _, err := h.locate(ctx, t.previous)
+		if err != nil {
+			var oe *opencode.Error
+			if asNotFound(err, &oe) {
+				err = notFound("previous_response_id", "previous_response_not_found", fmt.Sprintf("Previous response with id '%s' not found.", clip(t.previous)))
+			}
+			h.WriteError(w, r, err)
+			return
+		}
+		sid = prev.SessionID
+	case sid == "":
+		h.WriteError(w, r, invalid("previous_response_id", "missing_required_parameter", "function_call_output items answer the calls of a response: give its previous_response_id (or its conversation)"))
+		return
+	default:
+		if _, err := core.GetSession(ctx, sid); err != nil {
+			var oe *opencode.Error
+			if asNotFound(err, &oe) {
+				err = notFound("conversation", "conversation_not_found", fmt.Sprintf("Conversation with id '%s' not found.", clip(sid)))
+			}
+			h.WriteError(w, r, err)
+			return
+		}
+	}
+	waiting, err := core.WaitingClientCalls(ctx, sid)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	conv, err := core.Messages(ctx, sid)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	type held struct {
+		part    opencode.Part
+		message string
+	}
+	calls := map[string]held{}
+	for _, m := range conv {
+		for _, p := range m.Parts {
+			if p.Type == opencode.PartTool && p.CallID != "" {
+				calls[p.CallID] = held{p, m.Info.ID}
+			}
+		}
+	}
+	step := ""
+	seen := map[string]bool{}
+	var fresh []callOutput
+	for _, o := range t.outputs {
+		c, ok := calls[o.callID]
+		switch {
+		case seen[o.callID]:
+			h.WriteError(w, r, invalid(o.param, "duplicate_value", fmt.Sprintf("call_id %s is answered twice", clip(o.callID))))
+			return
+		case ok && slices.Contains(waiting, o.callID):
+			fresh = append(fresh, o)
+		case ok && gaveOutput(c.part, o.output):
+			// Handed over already with this output: a retry.
+		default:
+			h.WriteError(w, r, invalid(o.param, "invalid_value", fmt.Sprintf("No tool call found for function call output with call_id %s: no call of this conversation waits for its output (it was answered with another, cut off by a restart, or never made)", clip(o.callID))))
+			return
+		}
+		seen[o.callID] = true
+		if step == "" {
+			step = c.message
+		} else if c.message != step {
+			h.WriteError(w, r, invalid(o.param, "invalid_value", "function_call_output items must answer the calls of one response"))
+			return
+		}
+	}
+	if len(fresh) > 0 {
+		var missing []string
+		for _, id := range waiting {
+			if c := calls[id]; c.message == step && !seen[id] {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) > 0 {
+			h.WriteError(w, r, invalid("input", "missing_required_parameter", "No tool output found for function call "+strings.Join(missing, ", ")+": answer every call of the response at once"))
+			return
+		}
+	}
+	in, after, err := h.locate(ctx, step)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	var sub *eventbus.Subscription
+	if t.req.Stream {
+		sub = core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == sid && wanted(e) })
+		defer sub.Close()
+	}
+	for _, o := range fresh {
+		if err := core.ToolResult(ctx, sid, o.callID, o.output, false); err != nil {
+			var oe *opencode.Error
+			if asNotFound(err, &oe) {
+				err = invalid(o.param, "invalid_value", oe.Message)
+			}
+			h.WriteError(w, r, err)
+			return
+		}
+	}
+	if sub != nil {
+		// The turn so far is not this response's: its steps up to the
+		// one that made the calls.
+		skip := map[string]bool{}
+		for _, m := range conv {
+			skip[m.Info.ID] = true
+			if m.Info.ID == after {
+				break
+			}
+		}
+		h.streamAt(w, r, in, after, skip, len(fresh) == 0, sub)
+		return
+	}
+	if err := h.settle(ctx, in, after); err != nil && ctx.Err() != nil {
+		return // the client left; the turn goes on in the core
+	}
+	h.respond(w, r, after)
+}
+
+// gaveOutput reports whether a call's stored result is output.
+func gaveOutput(p opencode.Part, output string) bool {
+	return p.State != nil && p.State.Status == "completed" && p.State.Output != nil && *p.State.Output == output
+}
