@@ -135,7 +135,7 @@ func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) 
 				break
 			}
 		}
-		h.streamAt(w, r, in, after, skip, len(fresh) == 0, sub)
+		h.streamAt(w, r, streamSpec{in: in, after: after, skip: skip, existed: len(fresh) == 0}, sub)
 		return
 	}
 	if err := h.settle(ctx, in, after); err != nil && ctx.Err() != nil {

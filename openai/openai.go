@@ -38,6 +38,7 @@ type Core interface {
 	HasModel(providerID, modelID string) bool
 	Agents() []agent.Agent
 	toolCore
+	chatCore
 }
 
 // Options configure the handler.

@@ -88,10 +88,17 @@ type streamer struct {
 	byMsg map[string]*itemStream
 	texts map[string]*textStream
 	tc    toolStream
+	// emit, if set, writes the events in another shape (chat
+	// completions' chunks) instead.
+	emit func(typ string, v any) error
 }
 
 func (s *streamer) write(typ string, v any) {
 	if s.err != nil {
+		return
+	}
+	if s.emit != nil {
+		s.err = s.emit(typ, v)
 		return
 	}
 	b, err := json.Marshal(v)
@@ -274,13 +281,24 @@ func (s *streamer) drain(sub *eventbus.Subscription) {
 // response.completed (or .failed) with the response read from the
 // session. A retried request (existed) first reads its turn from the log.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.Input, existed bool, sub *eventbus.Subscription) {
-	h.streamAt(w, r, in, "", nil, existed, sub)
+	h.streamAt(w, r, streamSpec{in: in, existed: existed}, sub)
 }
 
-// streamAt streams a response of input in's turn: the first, or the
-// continuation after the client calls of assistant message after, whose
-// turn so far (skip) is not streamed.
-func (h *Handler) streamAt(w http.ResponseWriter, r *http.Request, in *opencode.Input, after string, skip map[string]bool, existed bool, sub *eventbus.Subscription) {
+// streamSpec is what streamAt streams: a response of input in's turn,
+// the first, or the continuation after the client calls of assistant
+// message after, whose turn so far (skip) is not streamed; existed: a
+// retry, whose turn so far is read from the log first.
+type streamSpec struct {
+	in      *opencode.Input
+	after   string
+	skip    map[string]bool
+	existed bool
+	emit    func(typ string, v any) error
+}
+
+// streamAt streams a response (see streamSpec).
+func (h *Handler) streamAt(w http.ResponseWriter, r *http.Request, sp streamSpec, sub *eventbus.Subscription) {
+	in, after, existed := sp.in, sp.after, sp.existed
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	core := h.o.Core
@@ -289,7 +307,7 @@ func (h *Handler) streamAt(w http.ResponseWriter, r *http.Request, in *opencode.
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	s := &streamer{w: w, rc: http.NewResponseController(w), id: in.ID, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{},
-		tc: h.newToolStream(ctx, in, skip), mine: after != ""}
+		tc: h.newToolStream(ctx, in, sp.skip), mine: after != "", emit: sp.emit}
 	start := h.startOf(ctx, in, after)
 	s.response("response.created", start)
 	s.response("response.in_progress", start)
