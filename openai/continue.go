@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -46,15 +47,47 @@ func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) 
 			return
 		}
 	}
-	waiting, err := core.WaitingClientCalls(ctx, sid)
+	ho, err := h.handOver(ctx, sid, t.outputs, "input", t.req.Stream)
 	if err != nil {
 		h.WriteError(w, r, err)
 		return
 	}
+	if ho.sub != nil {
+		defer ho.sub.Close()
+		h.streamAt(w, r, streamSpec{in: ho.in, after: ho.after, skip: ho.skip, existed: ho.existed}, ho.sub)
+		return
+	}
+	if err := h.settle(ctx, ho.in, ho.after); err != nil && ctx.Err() != nil {
+		return // the client left; the turn goes on in the core
+	}
+	h.respond(w, r, ho.after)
+}
+
+// handed is what handOver did: the turn (in) that goes on, the
+// continuation's ID (after), the turn before it (skip), and for a stream
+// the subscription taken before; existed: a retry, nothing handed over.
+type handed struct {
+	in      *opencode.Input
+	after   string
+	skip    map[string]bool
+	existed bool
+	sub     *eventbus.Subscription
+}
+
+// handOver checks a request's outputs against the session's waiting
+// client calls and hands them over (Core.ToolResult): every output must
+// answer a call waiting in the session, all the waiting calls of that
+// assistant message must be answered, else nothing is handed over. The
+// same outputs sent again (a retry) hand nothing over.
+func (h *Handler) handOver(ctx context.Context, sid string, outputs []callOutput, list string, stream bool) (*handed, error) {
+	core := h.o.Core
+	waiting, err := core.WaitingClientCalls(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
 	conv, err := core.Messages(ctx, sid)
 	if err != nil {
-		h.WriteError(w, r, err)
-		return
+		return nil, err
 	}
 	type held struct {
 		part    opencode.Part
@@ -71,26 +104,23 @@ func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) 
 	step := ""
 	seen := map[string]bool{}
 	var fresh []callOutput
-	for _, o := range t.outputs {
+	for _, o := range outputs {
 		c, ok := calls[o.callID]
 		switch {
 		case seen[o.callID]:
-			h.WriteError(w, r, invalid(o.param, "duplicate_value", fmt.Sprintf("call_id %s is answered twice", clip(o.callID))))
-			return
+			return nil, invalid(o.param, "duplicate_value", fmt.Sprintf("call_id %s is answered twice", clip(o.callID)))
 		case ok && slices.Contains(waiting, o.callID):
 			fresh = append(fresh, o)
 		case ok && gaveOutput(c.part, o.output):
 			// Handed over already with this output: a retry.
 		default:
-			h.WriteError(w, r, invalid(o.param, "invalid_value", fmt.Sprintf("No tool call found for function call output with call_id %s: no call of this conversation waits for its output (it was answered with another, cut off by a restart, or never made)", clip(o.callID))))
-			return
+			return nil, invalid(o.param, "invalid_value", fmt.Sprintf("No tool call found for function call output with call_id %s: no call of this conversation waits for its output (it was answered with another, cut off by a restart, or never made)", clip(o.callID)))
 		}
 		seen[o.callID] = true
 		if step == "" {
 			step = c.message
 		} else if c.message != step {
-			h.WriteError(w, r, invalid(o.param, "invalid_value", "function_call_output items must answer the calls of one response"))
-			return
+			return nil, invalid(o.param, "invalid_value", "the outputs must answer the calls of one response")
 		}
 	}
 	if len(fresh) > 0 {
@@ -101,47 +131,38 @@ func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) 
 			}
 		}
 		if len(missing) > 0 {
-			h.WriteError(w, r, invalid("input", "missing_required_parameter", "No tool output found for function call "+strings.Join(missing, ", ")+": answer every call of the response at once"))
-			return
+			return nil, invalid(list, "missing_required_parameter", "No tool output found for function call "+strings.Join(missing, ", ")+": answer every call of the response at once")
 		}
 	}
 	in, after, err := h.locate(ctx, step)
 	if err != nil {
-		h.WriteError(w, r, err)
-		return
+		return nil, err
 	}
-	var sub *eventbus.Subscription
-	if t.req.Stream {
-		sub = core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == sid && wanted(e) })
-		defer sub.Close()
+	ho := &handed{in: in, after: after, existed: len(fresh) == 0, skip: map[string]bool{}}
+	// The turn so far is not the continuation's: its steps up to the one
+	// that made the calls.
+	for _, m := range conv {
+		ho.skip[m.Info.ID] = true
+		if m.Info.ID == after {
+			break
+		}
+	}
+	if stream {
+		ho.sub = core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == sid && wanted(e) })
 	}
 	for _, o := range fresh {
 		if err := core.ToolResult(ctx, sid, o.callID, o.output, false); err != nil {
+			if ho.sub != nil {
+				ho.sub.Close()
+			}
 			var oe *opencode.Error
 			if asNotFound(err, &oe) {
 				err = invalid(o.param, "invalid_value", oe.Message)
 			}
-			h.WriteError(w, r, err)
-			return
+			return nil, err
 		}
 	}
-	if sub != nil {
-		// The turn so far is not this response's: its steps up to the
-		// one that made the calls.
-		skip := map[string]bool{}
-		for _, m := range conv {
-			skip[m.Info.ID] = true
-			if m.Info.ID == after {
-				break
-			}
-		}
-		h.streamAt(w, r, streamSpec{in: in, after: after, skip: skip, existed: len(fresh) == 0}, sub)
-		return
-	}
-	if err := h.settle(ctx, in, after); err != nil && ctx.Err() != nil {
-		return // the client left; the turn goes on in the core
-	}
-	h.respond(w, r, after)
+	return ho, nil
 }
 
 // gaveOutput reports whether a call's stored result is output.
