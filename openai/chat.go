@@ -20,6 +20,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/identifier"
@@ -45,15 +46,38 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Tools []json.RawMessage `json:"tools"`
-	N     *int              `json:"n"`
+	Tools      []json.RawMessage `json:"tools"`
+	ToolChoice json.RawMessage   `json:"tool_choice"`
+	N          *int              `json:"n"`
 }
 
 type chatMessage struct {
-	Role       string            `json:"role"`
-	Content    json.RawMessage   `json:"content"`
-	ToolCalls  []json.RawMessage `json:"tool_calls"`
-	ToolCallID string            `json:"tool_call_id"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCalls  []chatCall      `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
+// chatCall is a tool call of an assistant message, as sent and answered.
+type chatCall struct {
+	Index    *int   `json:"index,omitempty"` // streamed chunks only
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// chatTool is a tools entry of chat completions.
+type chatTool struct {
+	Type     string `json:"type"`
+	Function *struct {
+		Name        string          `json:"name"`
+		Description *string         `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+		Strict      *bool           `json:"strict"`
+	} `json:"function"`
 }
 
 // entry is one message of a conversation as the two sides compare it: a
@@ -71,10 +95,18 @@ func sameText(a, b string) bool { return strings.TrimSpace(a) == strings.TrimSpa
 
 // chatTurn is a validated chat completion request.
 type chatTurn struct {
-	req     chatRequest
-	t       turn // the model and agent, resolved as a response's
+	req chatRequest
+	// t holds the model and agent, resolved as a response's, and the
+	// function tools.
+	t       turn
 	entries []entry
 	system  string
+	// calls are the tool calls and results the conversation before its
+	// end holds: they must be the session's own (not stored as history).
+	calls []callOutput
+	// outputs are the tool messages that end the conversation: the
+	// results of the calls the session's turn waits on.
+	outputs []callOutput
 }
 
 // decodeChat validates a chat completion request.
@@ -87,24 +119,32 @@ func (h *Handler) decodeChat(body []byte) (*chatTurn, error) {
 	if req.N != nil && *req.N != 1 {
 		return nil, invalid("n", "unsupported_value", "n must be 1: a completion is one turn of a session")
 	}
-	if len(req.Tools) > 0 {
-		return nil, invalid("tools", "unsupported_parameter", "tools are not supported yet in chat completions: use function tools with /v1/responses")
+	if err := c.decodeTools(); err != nil {
+		return nil, err
 	}
-	if len(req.Messages) == 0 {
+	msgs := req.Messages
+	if len(msgs) == 0 {
 		return nil, invalid("messages", "missing_required_parameter", "messages is required")
 	}
+	// The tool messages at the end answer the calls of the assistant
+	// message before them.
+	tail := len(msgs)
+	for tail > 0 && msgs[tail-1].Role == "tool" {
+		tail--
+	}
+	if tail < len(msgs) && (tail == 0 || len(msgs[tail-1].ToolCalls) == 0) {
+		return nil, invalid(fmt.Sprintf("messages[%d].role", tail), "invalid_value", "tool messages must follow the assistant message whose tool_calls they answer")
+	}
 	var system []string
-	for i, m := range req.Messages {
+	for i, m := range msgs {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
-		case "system", "developer", "user", "assistant":
-		case "tool", "function":
-			return nil, invalid(param+".role", "unsupported_value", "tool messages are not supported yet in chat completions: use function tools with /v1/responses")
+		case "system", "developer", "user", "assistant", "tool":
 		default:
-			return nil, invalid(param+".role", "invalid_value", fmt.Sprintf("role %q is not one of system, developer, user, assistant", clip(m.Role)))
+			return nil, invalid(param+".role", "invalid_value", fmt.Sprintf("role %q is not one of system, developer, user, assistant, tool", clip(m.Role)))
 		}
-		if len(m.ToolCalls) > 0 {
-			return nil, invalid(param+".tool_calls", "unsupported_parameter", "tool calls are not supported yet in chat completions")
+		if m.Role != "assistant" && len(m.ToolCalls) > 0 {
+			return nil, invalid(param+".tool_calls", "invalid_value", "only assistant messages make tool calls")
 		}
 		raw := bytes.TrimSpace(m.Content)
 		text := ""
@@ -114,7 +154,7 @@ func (h *Handler) decodeChat(body []byte) (*chatTurn, error) {
 				return nil, err
 			}
 			text = strings.Join(texts, "\n")
-		} else if m.Role != "assistant" {
+		} else if m.Role != "assistant" && m.Role != "tool" {
 			return nil, invalid(param+".content", "missing_required_parameter", "a message needs content")
 		}
 		switch m.Role {
@@ -124,12 +164,28 @@ func (h *Handler) decodeChat(body []byte) (*chatTurn, error) {
 			if strings.TrimSpace(text) != "" { // an answer with no text holds nothing to compare
 				c.entries = append(c.entries, entry{role: "assistant", text: text})
 			}
+			for j, tc := range m.ToolCalls {
+				if tc.ID == "" {
+					return nil, invalid(fmt.Sprintf("%s.tool_calls[%d].id", param, j), "missing_required_parameter", "a tool call needs its id")
+				}
+				c.calls = append(c.calls, callOutput{callID: tc.ID, param: fmt.Sprintf("%s.tool_calls[%d].id", param, j)})
+			}
+		case "tool":
+			if m.ToolCallID == "" {
+				return nil, invalid(param+".tool_call_id", "missing_required_parameter", "a tool message needs the tool_call_id of the call it answers")
+			}
+			o := callOutput{callID: m.ToolCallID, output: text, param: param + ".tool_call_id"}
+			if i >= tail {
+				c.outputs = append(c.outputs, o)
+			} else {
+				c.calls = append(c.calls, o)
+			}
 		default:
 			c.entries = append(c.entries, entry{role: "user", text: text})
 		}
 	}
-	if last := req.Messages[len(req.Messages)-1]; last.Role != "user" {
-		return nil, invalid(fmt.Sprintf("messages[%d].role", len(req.Messages)-1), "invalid_value", "the last message must be the user's: it is the turn to run")
+	if last := msgs[len(msgs)-1]; last.Role != "user" && last.Role != "tool" {
+		return nil, invalid(fmt.Sprintf("messages[%d].role", len(msgs)-1), "invalid_value", "the last message must be the user's (the turn to run) or tool results (for the calls the turn waits on)")
 	}
 	c.system = strings.Join(system, "\n")
 	c.t.req.Model = req.Model
@@ -137,6 +193,25 @@ func (h *Handler) decodeChat(body []byte) (*chatTurn, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// decodeTools reads chat completions' tools and tool_choice as a
+// response's.
+func (c *chatTurn) decodeTools() error {
+	for i, raw := range c.req.Tools {
+		var ct chatTool
+		if err := json.Unmarshal(raw, &ct); err != nil || ct.Type != "function" || ct.Function == nil {
+			return invalid(fmt.Sprintf("tools[%d]", i), "invalid_value", `a tool must be {"type": "function", "function": {"name", "parameters"}}`)
+		}
+		b, err := json.Marshal(funcTool{Type: "function", Name: ct.Function.Name, Description: ct.Function.Description,
+			Parameters: ct.Function.Parameters, Strict: ct.Function.Strict})
+		if err != nil {
+			return invalid(fmt.Sprintf("tools[%d]", i), "invalid_value", "the tool could not be read: "+err.Error())
+		}
+		c.t.req.Tools = append(c.t.req.Tools, b)
+	}
+	c.t.req.ToolChoice = c.req.ToolChoice
+	return c.t.decodeTools()
 }
 
 // transcript is a session's conversation as entries: user messages'
@@ -176,14 +251,7 @@ func transcript(conv []opencode.MessageWithParts) []entry {
 // retry is the session's user message the request re-sends (the session
 // holds the conversation up to it), whose turn answers it.
 func match(held, prior []entry, last entry) (history []entry, retry string, ok bool) {
-	same := func(a, b []entry) bool {
-		for i := range a {
-			if a[i].role != b[i].role || !sameText(a[i].text, b[i].text) {
-				return false
-			}
-		}
-		return true
-	}
+	same := sameEntries
 	switch {
 	case len(prior) >= len(held) && same(held, prior[:len(held)]):
 		return prior[len(held):], "", true
@@ -218,21 +286,25 @@ func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	in, existed, sub, err := h.admitChat(ctx, c, sid)
+	ho, err := h.admitChat(ctx, c, sid)
 	if err != nil {
 		h.WriteError(w, r, err)
 		return
 	}
+	in := ho.in
 	w.Header().Set(SessionHeader, in.SessionID)
-	model := c.req.Model
-	if sub != nil {
-		defer sub.Close()
-		e := &chatEmitter{w: w, rc: http.NewResponseController(w), id: in.ID, created: in.TimeCreated / 1000, model: model,
-			usage: c.req.StreamOptions != nil && c.req.StreamOptions.IncludeUsage}
-		h.streamAt(w, r, streamSpec{in: in, existed: existed, emit: e.emit}, sub)
+	id, created := in.ID, in.TimeCreated/1000
+	if ho.after != "" {
+		id, created = ho.after, time.Now().Unix()
+	}
+	if ho.sub != nil {
+		defer ho.sub.Close()
+		e := &chatEmitter{w: w, rc: http.NewResponseController(w), id: id, created: created, model: c.req.Model,
+			usage: c.req.StreamOptions != nil && c.req.StreamOptions.IncludeUsage, calls: map[string]int{}}
+		h.streamAt(w, r, streamSpec{in: in, after: ho.after, skip: ho.skip, existed: ho.existed, emit: e.emit}, ho.sub)
 		return
 	}
-	if err := h.settle(ctx, in, ""); err != nil && ctx.Err() != nil {
+	if err := h.settle(ctx, in, ho.after); err != nil && ctx.Err() != nil {
 		return // the client left; its turn goes on in the core
 	}
 	cur, err := h.find(ctx, in.ID)
@@ -240,7 +312,7 @@ func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.WriteError(w, r, err)
 		return
 	}
-	resp, err := h.buildAt(ctx, cur, "")
+	resp, err := h.buildAt(ctx, cur, ho.after)
 	if err != nil {
 		h.WriteError(w, r, err)
 		return
@@ -251,60 +323,85 @@ func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 		h.WriteError(w, r, &opencode.Error{Code: opencode.EUnavailable, Message: "the turn failed: " + resp.Error.Message})
 		return
 	}
+	model := c.req.Model
 	if model == "" {
 		model = resp.Model
 	}
-	text := answerText(resp)
-	writeJSON(w, http.StatusOK, chatCompletion{ID: in.ID, Object: "chat.completion", Created: in.TimeCreated / 1000, Model: model,
-		Choices: []chatChoice{{Message: chatOut{Role: "assistant", Content: &text, Annotations: []struct{}{}}, FinishReason: "stop"}},
-		Usage:   chatUsageOf(resp.Usage)})
+	writeJSON(w, http.StatusOK, chatCompletion{ID: id, Object: "chat.completion", Created: created, Model: model,
+		Choices: []chatChoice{answer(resp)}, Usage: chatUsageOf(resp.Usage)})
 }
 
-// admitChat finds the request's session (a new one without the header),
-// stores what its conversation adds as history and admits its last
-// message; a stream's subscription is taken first. A retry admits
-// nothing and answers the message it re-sends (existed).
-func (h *Handler) admitChat(ctx context.Context, c *chatTurn, sid string) (*opencode.Input, bool, *eventbus.Subscription, error) {
+// admitChat finds the request's session (a new one without the header)
+// and what the request runs there: a conversation ending with the user's
+// message stores what it adds to the session's as history and admits that
+// message (a retry admits nothing: the message it re-sends answers); one
+// ending with tool messages hands them to the calls the turn waits on,
+// and answers the turn's continuation. A stream's subscription is taken
+// before anything is admitted or handed over.
+func (h *Handler) admitChat(ctx context.Context, c *chatTurn, sid string) (*handed, error) {
 	core := h.o.Core
-	prior, last := c.entries[:len(c.entries)-1], c.entries[len(c.entries)-1]
+	subscribe := func(sid string) *eventbus.Subscription {
+		if !c.req.Stream {
+			return nil
+		}
+		return core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == sid && wanted(e) })
+	}
+	prior, last := c.entries, entry{}
+	if len(c.outputs) == 0 {
+		prior, last = c.entries[:len(c.entries)-1], c.entries[len(c.entries)-1]
+	}
 	history := prior
-	if sid != "" {
+	var conv []opencode.MessageWithParts
+	switch {
+	case sid != "":
 		// One request of a session at a time here: two would store the
 		// same history twice.
 		defer h.keys.lock("chat\x00" + sid)()
 		if _, err := core.GetSession(ctx, sid); err != nil {
 			var oe *opencode.Error
 			if asNotFound(err, &oe) {
-				return nil, false, nil, notFound("", "session_not_found", fmt.Sprintf("Session %s not found: the %s header names a session an earlier answer gave", clip(sid), SessionHeader))
+				return nil, notFound("", "session_not_found", fmt.Sprintf("Session %s not found: the %s header names a session an earlier answer gave", clip(sid), SessionHeader))
 			}
-			return nil, false, nil, err
+			return nil, err
 		}
-		conv, err := core.Messages(ctx, sid)
-		if err != nil {
-			return nil, false, nil, err
+		var err error
+		if conv, err = core.Messages(ctx, sid); err != nil {
+			return nil, err
 		}
+	case len(c.outputs) > 0:
+		return nil, invalid("messages", "missing_required_parameter", fmt.Sprintf("tool messages answer the calls of a session's turn: send the %s header the answer with the calls gave", SessionHeader))
+	}
+	if err := ownCalls(conv, c.calls); err != nil {
+		return nil, err
+	}
+	mismatch := &fieldError{&opencode.Error{Code: opencode.EConflict, Message: fmt.Sprintf(
+		"the conversation is not session %s's: messages must repeat the session's conversation and add to it (send it without the %s header to start a new session)", sid, SessionHeader)},
+		"messages", "conversation_mismatch"}
+	held := transcript(conv)
+	if len(c.outputs) > 0 {
+		// The conversation is the session's up to the calls.
+		if len(prior) > len(held) || !sameEntries(prior, held[:len(prior)]) {
+			return nil, mismatch
+		}
+		return h.handOver(ctx, sid, c.outputs, "messages", c.req.Stream)
+	}
+	if sid != "" {
 		var retry string
 		var ok bool
-		if history, retry, ok = match(transcript(conv), prior, last); !ok {
-			return nil, false, nil, &fieldError{&opencode.Error{Code: opencode.EConflict, Message: fmt.Sprintf(
-				"the conversation is not session %s's: messages must repeat the session's conversation and add to it (send it without the %s header to start a new session)", sid, SessionHeader)},
-				"messages", "conversation_mismatch"}
+		if history, retry, ok = match(held, prior, last); !ok {
+			return nil, mismatch
 		}
 		if retry != "" {
 			in, err := h.find(ctx, retry)
 			if err != nil {
-				return nil, false, nil, err
+				return nil, err
 			}
-			var sub *eventbus.Subscription
-			if c.req.Stream {
-				sub = core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == sid && wanted(e) })
-			}
-			return in, true, sub, nil
+			return &handed{in: in, existed: true, sub: subscribe(sid)}, nil
 		}
 	} else {
 		sid = h.o.IDs.NewSession()
 		if _, _, err := core.CreateSession(ctx, opencode.SessionOptions{ID: sid, Minted: true, Directory: h.o.Directory}); err != nil {
-			return nil, false, nil, err
+			return nil, err
 		}
 	}
 	if len(history) > 0 {
@@ -318,23 +415,75 @@ func (h *Handler) admitChat(ctx context.Context, c *chatTurn, sid string) (*open
 				Parts: []opencode.Part{{ID: h.o.IDs.NewPart(), Type: opencode.PartText, Text: e.text}}}
 		}
 		if err := core.StoreHistory(ctx, sid, msgs); err != nil {
-			return nil, false, nil, err
+			return nil, err
 		}
 	}
-	var sub *eventbus.Subscription
-	if c.req.Stream {
-		sub = core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == sid && wanted(e) })
-	}
+	sub := subscribe(sid)
 	in, existed, err := core.Admit(ctx, &opencode.Input{ID: h.o.IDs.NewMessage(), SessionID: sid, Delivery: opencode.Queue,
 		Parts: []opencode.Part{{ID: h.o.IDs.NewPart(), Type: opencode.PartText, Text: last.text}},
-		Agent: c.t.agent, Model: c.t.model, System: c.system, Minted: true})
+		Agent: c.t.agent, Model: c.t.model, System: c.system, ClientTools: c.t.tools, Minted: true})
 	if err != nil {
 		if sub != nil {
 			sub.Close()
 		}
-		return nil, false, nil, err
+		if oe := (*opencode.Error)(nil); errors.As(err, &oe) && oe.Field == "clientTools" {
+			return nil, &fieldError{oe, "tools", "invalid_value"}
+		}
+		return nil, err
 	}
-	return in, existed, sub, nil
+	return &handed{in: in, existed: existed, sub: sub}, nil
+}
+
+// ownCalls checks that the tool calls and results a conversation holds
+// before its end are the session's: others would have to be stored as
+// history, which chat completions do not do yet.
+func ownCalls(conv []opencode.MessageWithParts, calls []callOutput) error {
+	held := map[string]bool{}
+	for _, m := range conv {
+		for _, p := range m.Parts {
+			if p.Type == opencode.PartTool && p.CallID != "" {
+				held[p.CallID] = true
+			}
+		}
+	}
+	for _, c := range calls {
+		if !held[c.callID] {
+			return invalid(c.param, "unsupported_value", fmt.Sprintf("tool call %s is not the session's: tool calls from elsewhere cannot be stored as history yet", clip(c.callID)))
+		}
+	}
+	return nil
+}
+
+func sameEntries(a, b []entry) bool {
+	for i := range a {
+		if a[i].role != b[i].role || !sameText(a[i].text, b[i].text) {
+			return false
+		}
+	}
+	return true
+}
+
+// answer is a response as a completion's choice: its text, and its
+// client calls as tool_calls.
+func answer(r *Response) chatChoice {
+	text := answerText(r)
+	out := chatOut{Role: "assistant", Content: &text, Annotations: []struct{}{}}
+	for _, it := range r.Output {
+		if it.call != nil {
+			var tc chatCall
+			tc.ID, tc.Type = it.call.CallID, "function"
+			tc.Function.Name, tc.Function.Arguments = it.call.Name, it.call.Arguments
+			out.ToolCalls = append(out.ToolCalls, tc)
+		}
+	}
+	finish := "stop"
+	if len(out.ToolCalls) > 0 {
+		finish = "tool_calls"
+		if text == "" {
+			out.Content = nil
+		}
+	}
+	return chatChoice{Message: out, FinishReason: finish}
 }
 
 // answerText is a response's text as one answer.

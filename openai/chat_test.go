@@ -12,6 +12,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/opencode"
 )
@@ -170,11 +171,18 @@ func TestChatBadInput(t *testing.T) {
 		{"no messages", map[string]any{"model": scriptedModel}, "", 400, "messages"},
 		{"last not the user's", map[string]any{"messages": []any{user("hi"), map[string]any{"role": "assistant", "content": "yo"}}}, "", 400, "messages[1].role"},
 		{"unknown role", map[string]any{"messages": []any{map[string]any{"role": "robot", "content": "hi"}}}, "", 400, "messages[0].role"},
-		{"tool message", map[string]any{"messages": []any{map[string]any{"role": "tool", "tool_call_id": "c", "content": "x"}, user("hi")}}, "", 400, "messages[0].role"},
+		{"a call from elsewhere", map[string]any{"messages": []any{map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"id": "c", "type": "function", "function": map[string]any{"name": "f", "arguments": "{}"}}}},
+			map[string]any{"role": "tool", "tool_call_id": "c", "content": "x"}, user("hi")}}, "", 400, "messages[0].tool_calls[0].id"},
+		{"tool message first", map[string]any{"messages": []any{map[string]any{"role": "tool", "tool_call_id": "c", "content": "x"}}}, "", 400, "messages[0].role"},
+		{"tool results with no session", map[string]any{"messages": []any{user("hi"), map[string]any{"role": "assistant", "tool_calls": []any{map[string]any{"id": "c", "type": "function", "function": map[string]any{"name": "f", "arguments": "{}"}}}},
+			map[string]any{"role": "tool", "tool_call_id": "c", "content": "x"}}}, "", 400, "messages"},
+		{"tool results for no waiting call", map[string]any{"messages": []any{user("hello"), map[string]any{"role": "assistant", "content": "You said: hello", "tool_calls": []any{map[string]any{"id": "c", "type": "function", "function": map[string]any{"name": "f", "arguments": "{}"}}}},
+			map[string]any{"role": "tool", "tool_call_id": "c", "content": "x"}}}, sid, 400, "messages[1].tool_calls[0].id"},
 		{"image part", map[string]any{"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "image_url", "image_url": map[string]any{"url": "x"}}}}}}, "", 400, "messages[0].content[0].type"},
 		{"no content", map[string]any{"messages": []any{map[string]any{"role": "user"}}}, "", 400, "messages[0].content"},
 		{"n 2", map[string]any{"n": 2, "messages": []any{user("hi")}}, "", 400, "n"},
-		{"tools", map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "f"}}}, "messages": []any{user("hi")}}, "", 400, "tools"},
+		{"hosted tool", map[string]any{"tools": []any{map[string]any{"type": "web_search"}}, "messages": []any{user("hi")}}, "", 400, "tools[0]"},
+		{"tool_choice required", map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "f"}}}, "tool_choice": "required", "messages": []any{user("hi")}}, "", 400, "tool_choice"},
 		{"unknown model", map[string]any{"model": "nope/none", "messages": []any{user("hi")}}, "", 404, "model"},
 		{"bad session header", map[string]any{"messages": []any{user("hi")}}, "conv_1", 400, ""},
 		{"unknown session", map[string]any{"messages": []any{user("hi")}}, "ses_ffffffffffffffffffffffffff", 404, ""},
@@ -205,5 +213,70 @@ func TestChatBadInput(t *testing.T) {
 	}
 	if got := conversation(t, srv.URL, sid); len(got) != 2 {
 		t.Errorf("the session holds %q after the bad requests", got)
+	}
+}
+
+// TestChatFunctionTool: with openai-go, a chat completion's function tool
+// called by the model ends the completion with tool_calls (streamed as
+// tool_calls deltas, finish_reason tool_calls); the conversation sent
+// again with the tool's result goes to the waiting call, the model sees
+// it, and the completion is the turn going on: one turn, one user
+// message. A result for a call that does not wait is a 400.
+func TestChatFunctionTool(t *testing.T) {
+	srv, stub := stubServer(t, stubmodel.WithChunks(3))
+	c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tools := []oai.ChatCompletionToolUnionParam{oai.ChatCompletionFunctionTool(oai.FunctionDefinitionParam{Name: "get_weather",
+		Parameters: oai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}})}
+	msgs := []oai.ChatCompletionMessageParamUnion{oai.UserMessage(weatherPrompt)}
+	var hr *http.Response
+	st := c.Chat.Completions.NewStreaming(ctx, oai.ChatCompletionNewParams{Messages: msgs, Tools: tools}, option.WithResponseInto(&hr))
+	acc := oai.ChatCompletionAccumulator{}
+	for st.Next() {
+		ch := st.Current()
+		checkRequired(t, "chunk", reflect.ValueOf(ch))
+		acc.AddChunk(ch)
+	}
+	if err := st.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	sid := hr.Header.Get(sessionHeader)
+	if len(acc.Choices) != 1 || acc.Choices[0].FinishReason != "tool_calls" || len(acc.Choices[0].Message.ToolCalls) != 1 {
+		t.Fatalf("streamed %+v", acc.Choices)
+	}
+	call := acc.Choices[0].Message.ToolCalls[0]
+	if call.Function.Name != "get_weather" || call.Function.Arguments != `{"city":"Paris"}` || call.ID == "" {
+		t.Fatalf("tool call %+v", call)
+	}
+	var maker string
+	for _, m := range messages(t, srv.URL, sid) {
+		for _, p := range m.Parts {
+			if p.CallID == call.ID {
+				maker = m.Info.ID
+			}
+		}
+	}
+
+	bad := append(append([]oai.ChatCompletionMessageParamUnion{}, msgs...), acc.Choices[0].Message.ToParam(), oai.ToolMessage("22C", "call_never_made"))
+	if _, err := c.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Messages: bad, Tools: tools}, option.WithHeader(sessionHeader, sid)); err == nil ||
+		!strings.Contains(err.Error(), "400") {
+		t.Errorf("a result for a call never made: %v", err)
+	}
+
+	msgs = append(msgs, acc.Choices[0].Message.ToParam(), oai.ToolMessage("22C and sunny", call.ID))
+	r, err := c.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Messages: msgs, Tools: tools}, option.WithHeader(sessionHeader, sid))
+	if err != nil {
+		t.Fatalf("the tool's result: %v", err)
+	}
+	checkRequired(t, "completion", reflect.ValueOf(*r))
+	if r.ID != maker || r.Choices[0].Message.Content != "Done. sunny" || r.Choices[0].FinishReason != "stop" {
+		t.Errorf("continuation %s %q %s; want %s", r.ID, r.Choices[0].Message.Content, r.Choices[0].FinishReason, maker)
+	}
+	if results := toolMessages(t, stub); len(results) != 1 || results[0].Content != "22C and sunny" || results[0].ToolCallID != call.ID {
+		t.Errorf("the model was sent tool results %+v", results)
+	}
+	if n := users(t, srv.URL, sid); n != 1 {
+		t.Errorf("%d user messages: the exchange is not one turn", n)
 	}
 }

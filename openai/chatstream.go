@@ -29,6 +29,7 @@ type chatOut struct {
 	Content     *string    `json:"content"`
 	Refusal     *string    `json:"refusal"`
 	Annotations []struct{} `json:"annotations"`
+	ToolCalls   []chatCall `json:"tool_calls,omitempty"`
 }
 
 // chatUsage is usage in chat completions' fields.
@@ -72,8 +73,9 @@ type chunkChoice struct {
 }
 
 type chunkDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []chatCall `json:"tool_calls,omitempty"`
 }
 
 // chatEmitter writes a response's stream as chat completion chunks: the
@@ -89,6 +91,8 @@ type chatEmitter struct {
 	usage   bool
 	sent    bool // some content went out: the next part is joined to it
 	sep     bool // a text part began after some content
+	// calls are the tool calls streamed, their indexes by item ID.
+	calls map[string]int
 }
 
 func (c *chatEmitter) data(v any) error {
@@ -133,6 +137,25 @@ func (c *chatEmitter) emit(typ string, v any) error {
 		}
 		c.sent = true
 		return c.chunk(chunkDelta{Content: &d}, nil, nil)
+	case "response.output_item.added":
+		ev, ok := v.(callItemEvent)
+		if !ok {
+			return nil // a message item: its text parts stream
+		}
+		i := len(c.calls)
+		c.calls[ev.Item.ID] = i
+		tc := chatCall{Index: &i, ID: ev.Item.CallID, Type: "function"}
+		tc.Function.Name = ev.Item.Name
+		return c.chunk(chunkDelta{ToolCalls: []chatCall{tc}}, nil, nil)
+	case "response.function_call_arguments.delta":
+		ev := v.(argsEvent)
+		i, ok := c.calls[ev.ItemID]
+		if !ok || ev.Delta == nil {
+			return nil
+		}
+		tc := chatCall{Index: &i}
+		tc.Function.Arguments = *ev.Delta
+		return c.chunk(chunkDelta{ToolCalls: []chatCall{tc}}, nil, nil)
 	case "response.completed", "response.failed":
 		r := v.(responseEvent).Response
 		if r.Status == statusFailed {
@@ -148,6 +171,9 @@ func (c *chatEmitter) emit(typ string, v any) error {
 			}
 		} else {
 			stop := "stop"
+			if len(c.calls) > 0 {
+				stop = "tool_calls"
+			}
 			if err := c.chunk(chunkDelta{}, &stop, nil); err != nil {
 				return err
 			}
