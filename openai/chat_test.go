@@ -279,4 +279,15 @@ func TestChatFunctionTool(t *testing.T) {
 	if n := users(t, srv.URL, sid); n != 1 {
 		t.Errorf("%d user messages: the exchange is not one turn", n)
 	}
+
+	// The conversation goes on: the calls and results it repeats are the
+	// session's, nothing is stored again, the new message is one turn.
+	msgs = append(msgs, r.Choices[0].Message.ToParam(), oai.UserMessage("thanks"))
+	next, err := c.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{Messages: msgs, Tools: tools}, option.WithHeader(sessionHeader, sid))
+	if err != nil {
+		t.Fatalf("the next message: %v", err)
+	}
+	if next.Choices[0].Message.Content != "You said: thanks" || users(t, srv.URL, sid) != 2 || len(messages(t, srv.URL, sid)) != 5 {
+		t.Errorf("next %q; the session holds %q", next.Choices[0].Message.Content, conversation(t, srv.URL, sid))
+	}
 }
