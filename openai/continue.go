@@ -169,3 +169,48 @@ func (h *Handler) handOver(ctx context.Context, sid string, outputs []callOutput
 func gaveOutput(p opencode.Part, output string) bool {
 	return p.State != nil && p.State.Status == "completed" && p.State.Output != nil && *p.State.Output == output
 }
+
+// callOutputItem is an input item of a continuation: a client call's
+// output, under the ID of the tool part that holds the call and its
+// result.
+type callOutputItem struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	CallID string `json:"call_id"`
+	Output string `json:"output"`
+	Status string `json:"status"`
+}
+
+// outputItems answers GET /v1/responses/{id}/input_items for a
+// continuation: the outputs of the calls it continues after.
+func (h *Handler) outputItems(w http.ResponseWriter, r *http.Request, in *opencode.Input, after string) {
+	m, err := h.o.Core.Message(r.Context(), in.SessionID, after)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	names := clientNames(in)
+	items := []callOutputItem{}
+	for _, p := range m.Parts {
+		if !isClientCall(p, names) || p.State == nil {
+			continue
+		}
+		switch {
+		case p.State.Status == "completed" && p.State.Output != nil:
+			items = append(items, callOutputItem{ID: p.ID, Type: "function_call_output", CallID: p.CallID, Output: *p.State.Output, Status: statusCompleted})
+		case p.State.Status == "error":
+			items = append(items, callOutputItem{ID: p.ID, Type: "function_call_output", CallID: p.CallID, Output: p.State.Error, Status: statusCompleted})
+		}
+	}
+	first, last := "", ""
+	if n := len(items); n > 0 {
+		first, last = items[0].ID, items[n-1].ID
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Object  string           `json:"object"`
+		Data    []callOutputItem `json:"data"`
+		FirstID string           `json:"first_id"`
+		LastID  string           `json:"last_id"`
+		HasMore bool             `json:"has_more"`
+	}{"list", items, first, last, false})
+}

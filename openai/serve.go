@@ -120,9 +120,13 @@ type inputText struct {
 // InputItems serves GET /v1/responses/{id}/input_items: the user message
 // the response is the turn of, as one message item under its msg_ ID.
 func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request, id string) {
-	in, err := h.find(r.Context(), id)
+	in, after, err := h.locate(r.Context(), id)
 	if err != nil {
 		h.WriteError(w, r, err)
+		return
+	}
+	if after != "" {
+		h.outputItems(w, r, in, after)
 		return
 	}
 	msg := inputMessage{ID: in.ID, Type: "message", Role: "user", Status: statusCompleted, Content: []inputText{}}

@@ -163,6 +163,17 @@ func TestFunctionToolRoundTrip(t *testing.T) {
 				t.Errorf("Get(continuation): %v %s", err, got.RawJSON())
 			}
 
+			// The continuation's input is the call's output.
+			items, err := c.Responses.InputItems.List(ctx, next.ID, responses.InputItemListParams{})
+			if err != nil || len(items.Data) != 1 {
+				t.Fatalf("InputItems.List(continuation): %v %+v", err, items)
+			}
+			out := items.Data[0].AsFunctionCallOutput()
+			checkRequired(t, "input item", reflect.ValueOf(out))
+			if out.Type != "function_call_output" || out.CallID != call.CallID || out.Output.OfString != "22C and sunny" {
+				t.Errorf("input item %s", items.Data[0].RawJSON())
+			}
+
 			// The conversation goes on from the continuation.
 			third := send(responses.ResponseNewParams{PreviousResponseID: oai.String(next.ID),
 				Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("thanks")}})
