@@ -34,6 +34,17 @@ const SessionHeader = "OpenCode-Session"
 // chatCore is what chat completions need of the lifecycle.
 type chatCore interface {
 	StoreHistory(ctx context.Context, sessionID string, msgs []opencode.MessageWithParts) error
+	DeleteSession(ctx context.Context, id string) error
+}
+
+// dropSession deletes a session this request created when what it was
+// for was refused: bad input leaves nothing behind.
+func (h *Handler) dropSession(ctx context.Context, sid string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := h.o.Core.DeleteSession(ctx, sid); err != nil {
+		h.o.Logger.Warn("openai: a session created for a refused request could not be deleted", "session", sid, "err", err)
+	}
 }
 
 // chatRequest is the body of POST /v1/chat/completions: the fields this
@@ -351,6 +362,7 @@ func (h *Handler) admitChat(ctx context.Context, c *chatTurn, sid string) (*hand
 		prior, last = c.entries[:len(c.entries)-1], c.entries[len(c.entries)-1]
 	}
 	history := prior
+	created := false
 	var conv []opencode.MessageWithParts
 	switch {
 	case sid != "":
@@ -403,6 +415,7 @@ func (h *Handler) admitChat(ctx context.Context, c *chatTurn, sid string) (*hand
 		if _, _, err := core.CreateSession(ctx, opencode.SessionOptions{ID: sid, Minted: true, Directory: h.o.Directory}); err != nil {
 			return nil, err
 		}
+		created = true
 	}
 	if len(history) > 0 {
 		msgs := make([]opencode.MessageWithParts, len(history))
@@ -415,6 +428,9 @@ func (h *Handler) admitChat(ctx context.Context, c *chatTurn, sid string) (*hand
 				Parts: []opencode.Part{{ID: h.o.IDs.NewPart(), Type: opencode.PartText, Text: e.text}}}
 		}
 		if err := core.StoreHistory(ctx, sid, msgs); err != nil {
+			if created {
+				h.dropSession(ctx, sid)
+			}
 			return nil, err
 		}
 	}
@@ -425,6 +441,9 @@ func (h *Handler) admitChat(ctx context.Context, c *chatTurn, sid string) (*hand
 	if err != nil {
 		if sub != nil {
 			sub.Close()
+		}
+		if created {
+			h.dropSession(ctx, sid)
 		}
 		if oe := (*opencode.Error)(nil); errors.As(err, &oe) && oe.Field == "clientTools" {
 			return nil, &fieldError{oe, "tools", "invalid_value"}

@@ -182,6 +182,7 @@ func TestChatBadInput(t *testing.T) {
 		{"no content", map[string]any{"messages": []any{map[string]any{"role": "user"}}}, "", 400, "messages[0].content"},
 		{"n 2", map[string]any{"n": 2, "messages": []any{user("hi")}}, "", 400, "n"},
 		{"hosted tool", map[string]any{"tools": []any{map[string]any{"type": "web_search"}}, "messages": []any{user("hi")}}, "", 400, "tools[0]"},
+		{"a tool named as a server tool", map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "bash"}}}, "messages": []any{user("hi"), map[string]any{"role": "assistant", "content": "yo"}, user("again")}}, "", 400, "tools"},
 		{"tool_choice required", map[string]any{"tools": []any{map[string]any{"type": "function", "function": map[string]any{"name": "f"}}}, "tool_choice": "required", "messages": []any{user("hi")}}, "", 400, "tool_choice"},
 		{"unknown model", map[string]any{"model": "nope/none", "messages": []any{user("hi")}}, "", 404, "model"},
 		{"bad session header", map[string]any{"messages": []any{user("hi")}}, "conv_1", 400, ""},

@@ -204,7 +204,8 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 			}
 		}
 	}
-	if sid == "" {
+	created := sid == ""
+	if created {
 		sid = h.o.IDs.NewSession()
 		if _, _, err := core.CreateSession(ctx, opencode.SessionOptions{ID: sid, Minted: true, Directory: h.o.Directory}); err != nil {
 			return nil, false, nil, err
@@ -223,6 +224,9 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 	if err != nil {
 		if sub != nil {
 			sub.Close()
+		}
+		if created {
+			h.dropSession(ctx, sid)
 		}
 		if oe := (*opencode.Error)(nil); errors.As(err, &oe) && oe.Code == opencode.EConflict && key != "" {
 			return nil, false, nil, &fieldError{oe, "", "idempotency_key_reused"}

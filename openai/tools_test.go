@@ -289,6 +289,8 @@ func TestFunctionToolBadInput(t *testing.T) {
 		{"tool_choice required", map[string]any{"input": "hi", "tools": weatherToolJSON, "tool_choice": "required"}, 400, "tool_choice"},
 		{"tool_choice a function", map[string]any{"input": "hi", "tools": weatherToolJSON, "tool_choice": map[string]any{"type": "function", "name": "get_weather"}}, 400, "tool_choice"},
 		{"a tool named as a server tool", map[string]any{"conversation": first.Conversation.ID, "input": "hi", "tools": []any{map[string]any{"type": "function", "name": "bash"}}}, 400, "tools"},
+		{"a tool named as a server tool, new session", map[string]any{"input": "hi", "tools": []any{map[string]any{"type": "function", "name": "bash"}}}, 400, "tools"},
+		{"a tool name no model takes", map[string]any{"input": "hi", "tools": []any{map[string]any{"type": "function", "name": "no spaces"}}}, 400, "tools"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
