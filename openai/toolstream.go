@@ -176,6 +176,8 @@ func (h *Handler) newToolStream(ctx context.Context, in *opencode.Input, skip ma
 	return toolStream{names: clientNames(in), skip: skip, calls: map[string]*callStream{},
 		part: func(messageID, callID string) string {
 			// The part is committed before its events are published.
+			ctx, cancel := context.WithTimeout(ctx, partLookup)
+			defer cancel()
 			m, err := h.o.Core.Message(ctx, in.SessionID, messageID)
 			if err != nil {
 				h.o.Logger.Warn("openai: a tool call's message could not be read", "session", in.SessionID, "message", messageID, "err", err)
@@ -189,6 +191,9 @@ func (h *Handler) newToolStream(ctx context.Context, in *opencode.Input, skip ma
 			return ""
 		}}
 }
+
+// partLookup bounds the read of a call's tool part.
+const partLookup = 10 * time.Second
 
 // handOverPoll is how often a response with client tools asks the core
 // whether its turn waits on the client alone: no event says when the
