@@ -69,6 +69,9 @@ func stepOf(e *opencode.Event) string {
 // skipped reports whether an event of the turn is not this response's: a
 // step before it, or one after its client calls (which ends it).
 func (s *streamer) skipped(e *opencode.Event) bool {
+	if len(s.tc.skip) == 0 && s.tc.cut == "" {
+		return false // nothing to skip: no event is decoded twice
+	}
 	msg := stepOf(e)
 	switch {
 	case msg == "":
