@@ -88,6 +88,9 @@ func (s *streamer) skipped(e *opencode.Event) bool {
 // toolEvent maps the events of a client call to its function_call item;
 // the server's own calls are not items.
 func (s *streamer) toolEvent(e *opencode.Event, replay bool) {
+	if len(s.tc.names) == 0 {
+		return // no client tools: no event to decode
+	}
 	switch e.Type {
 	case opencode.EvToolInputStarted:
 		p := data[opencode.ToolInputStarted](e)
