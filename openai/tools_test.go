@@ -3,6 +3,7 @@ package openai_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"reflect"
 	"strings"
@@ -355,5 +356,88 @@ func TestToolChoiceNone(t *testing.T) {
 				t.Errorf("the model was offered the function tool with tool_choice none")
 			}
 		}
+	}
+}
+
+// checkFor polls cond until it holds, failing after timeout.
+func checkFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestFunctionToolQueuedBehind: a response queued behind a turn that waits
+// on the client's calls is not answered by those calls (they are another
+// response's): it waits, and runs once the calls are answered and that
+// turn ends.
+func TestFunctionToolQueuedBehind(t *testing.T) {
+	srv, _ := stubServer(t)
+	first := create(t, srv.URL, map[string]any{"input": weatherPrompt, "tools": weatherToolJSON}, nil)
+	sid := first.Conversation.ID
+	var callID string
+	_, body := do(t, http.MethodGet, srv.URL+"/v1/responses/"+first.ID, nil, nil)
+	var raw struct {
+		Output []struct {
+			CallID string `json:"call_id"`
+		} `json:"output"`
+	}
+	_ = json.Unmarshal(body, &raw)
+	for _, it := range raw.Output {
+		if it.CallID != "" {
+			callID = it.CallID
+		}
+	}
+	if callID == "" {
+		t.Fatalf("no call: %s", body)
+	}
+
+	type answer struct {
+		code int
+		body []byte
+		err  error
+	}
+	queued := make(chan answer, 1)
+	go func() {
+		// With function tools of its own: it, too, watches for waiting calls.
+		j, _ := json.Marshal(map[string]any{"input": "next please", "previous_response_id": first.ID, "tools": weatherToolJSON})
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/responses", strings.NewReader(string(j)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			queued <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		queued <- answer{code: resp.StatusCode, body: b}
+	}()
+	// Admitted behind the waiting turn: it waits in the inbox.
+	checkFor(t, 30*time.Second, "the queued response in the inbox", func() bool {
+		inbox, err := srv.Manager.Inbox(context.Background(), sid)
+		return err == nil && len(inbox) == 1
+	})
+	// It stays unanswered while the other turn waits: a window of many
+	// of its polls for waiting calls (a wrong answer would come within
+	// one; a right one never comes, so a slow machine cannot fail this).
+	select {
+	case a := <-queued:
+		t.Fatalf("the queued response was answered while the other turn waits: %d %s %v", a.code, a.body, a.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+
+	next := create(t, srv.URL, map[string]any{"previous_response_id": first.ID,
+		"input": []any{map[string]any{"type": "function_call_output", "call_id": callID, "output": "22C"}}}, nil)
+	if next.text() != "Done. sunny" {
+		t.Fatalf("continuation %q", next.text())
+	}
+	a := <-queued
+	var r response
+	if a.err != nil || a.code != http.StatusOK || json.Unmarshal(a.body, &r) != nil || r.Status != "completed" || r.text() != "You said: next please" {
+		t.Fatalf("the queued response: %d %s %v", a.code, a.body, a.err)
 	}
 }
