@@ -325,6 +325,12 @@ func TestFunctionToolBadInput(t *testing.T) {
 	if again.ID != next.ID || again.text() != next.text() {
 		t.Errorf("the same output again answered %s %q; want %s", again.ID, again.text(), next.ID)
 	}
+	// Streamed again, it is read from the log: the same continuation,
+	// from its first event.
+	r, text := checkStream(t, stream(t, srv.URL, map[string]any{"previous_response_id": first.ID, "input": []any{output(callID)}}, nil))
+	if r.ID != next.ID || text != "Done. sunny" || r.text() != text {
+		t.Errorf("the same output streamed again: %s %q (%q); want %s", r.ID, text, r.text(), next.ID)
+	}
 	code, body := do(t, http.MethodPost, srv.URL+"/v1/responses", map[string]any{"previous_response_id": first.ID,
 		"input": []any{map[string]any{"type": "function_call_output", "call_id": callID, "output": "snow"}}}, nil)
 	if code != http.StatusBadRequest {
