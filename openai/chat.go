@@ -9,7 +9,10 @@ package openai
 // turns), and only the last message, the user's, is admitted and runs a
 // turn. A conversation that is the session's up to a user message the
 // session already holds is a retry of that message: answered from its
-// turn, admitting nothing.
+// turn, admitting nothing. A conversation that ends with tool messages
+// answers the client calls the session's turn waits on (function tools,
+// as in responses): they are handed over, nothing is admitted, and the
+// completion is the turn going on.
 
 import (
 	"bytes"
@@ -304,6 +307,8 @@ func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	in := ho.in
 	w.Header().Set(SessionHeader, in.SessionID)
+	// A browser client (a CORS origin the server allows) reads it too.
+	w.Header().Set("Access-Control-Expose-Headers", SessionHeader)
 	id, created := in.ID, in.TimeCreated/1000
 	if ho.after != "" {
 		id, created = ho.after, time.Now().Unix()
