@@ -447,3 +447,41 @@ func TestFunctionToolQueuedBehind(t *testing.T) {
 		t.Fatalf("the queued response: %d %s %v", a.code, a.body, a.err)
 	}
 }
+
+// TestServerToolCallsNotItems: the agent's own tools' calls (run on the
+// server) are not output items, streamed or not, with function tools
+// offered or not: the response holds the messages, the session the call.
+func TestServerToolCallsNotItems(t *testing.T) {
+	srv, _ := stubServer(t)
+	prompt := `call:glob {"pattern":"*.txt"} then: listed`
+	for _, tools := range [][]any{nil, weatherToolJSON} {
+		body := map[string]any{"input": prompt}
+		if tools != nil {
+			body["tools"] = tools
+		}
+		r := create(t, srv.URL, body, nil)
+		r2, text := checkStream(t, stream(t, srv.URL, map[string]any{"input": prompt, "tools": body["tools"]}, nil))
+		for _, resp := range []response{r, r2} {
+			if resp.Status != "completed" || resp.text() != "Done. listed" {
+				t.Fatalf("response %s %q", resp.Status, resp.text())
+			}
+			for _, it := range resp.Output {
+				if it.Type != "message" {
+					t.Errorf("an output item of type %s: %+v", it.Type, it)
+				}
+			}
+			called := false
+			for _, m := range messages(t, srv.URL, resp.Conversation.ID) {
+				for _, p := range m.Parts {
+					called = called || (p.Type == opencode.PartTool && p.Tool == "glob")
+				}
+			}
+			if !called {
+				t.Errorf("the session of %s holds no glob call", resp.ID)
+			}
+		}
+		if text != "Done. listed" {
+			t.Errorf("streamed %q", text)
+		}
+	}
+}
