@@ -16,7 +16,7 @@ import (
 // (the v2 step, text and prompt events among them) and the live text
 // deltas.
 func wanted(e *opencode.Event) bool {
-	return e.Durable || e.Type == opencode.EvTextDelta
+	return e.Durable || e.Type == opencode.EvTextDelta || e.Type == opencode.EvToolInputDelta
 }
 
 // The streamed events, in OpenAI's shapes. None has a top-level "error"
@@ -87,10 +87,18 @@ type streamer struct {
 	items []*itemStream
 	byMsg map[string]*itemStream
 	texts map[string]*textStream
+	tc    toolStream
+	// emit, if set, writes the events in another shape (chat
+	// completions' chunks) instead.
+	emit func(typ string, v any) error
 }
 
 func (s *streamer) write(typ string, v any) {
 	if s.err != nil {
+		return
+	}
+	if s.emit != nil {
+		s.err = s.emit(typ, v)
 		return
 	}
 	b, err := json.Marshal(v)
@@ -211,6 +219,9 @@ func (s *streamer) add(e *opencode.Event, replay bool) {
 	if !s.mine {
 		return // an earlier turn, before ours was delivered
 	}
+	if s.skipped(e) {
+		return
+	}
 	switch e.Type {
 	case opencode.EvTextStarted:
 		p := data[opencode.TextStarted](e)
@@ -227,6 +238,8 @@ func (s *streamer) add(e *opencode.Event, replay bool) {
 		s.endItem(s.byMsg[data[opencode.StepEnded](e).AssistantMessageID])
 	case opencode.EvStepFailed:
 		s.endItem(s.byMsg[data[opencode.StepFailed](e).AssistantMessageID])
+	default:
+		s.toolEvent(e, replay)
 	}
 }
 
@@ -268,6 +281,24 @@ func (s *streamer) drain(sub *eventbus.Subscription) {
 // response.completed (or .failed) with the response read from the
 // session. A retried request (existed) first reads its turn from the log.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.Input, existed bool, sub *eventbus.Subscription) {
+	h.streamAt(w, r, streamSpec{in: in, existed: existed}, sub)
+}
+
+// streamSpec is what streamAt streams: a response of input in's turn,
+// the first, or the continuation after the client calls of assistant
+// message after, whose turn so far (skip) is not streamed; existed: a
+// retry, whose turn so far is read from the log first.
+type streamSpec struct {
+	in      *opencode.Input
+	after   string
+	skip    map[string]bool
+	existed bool
+	emit    func(typ string, v any) error
+}
+
+// streamAt streams a response (see streamSpec).
+func (h *Handler) streamAt(w http.ResponseWriter, r *http.Request, sp streamSpec, sub *eventbus.Subscription) {
+	in, after, existed := sp.in, sp.after, sp.existed
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	core := h.o.Core
@@ -275,9 +306,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.In
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &streamer{w: w, rc: http.NewResponseController(w), id: in.ID, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{}}
-	start := header(in)
-	start.Status = statusInProgress
+	s := &streamer{w: w, rc: http.NewResponseController(w), id: in.ID, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{},
+		tc: h.newToolStream(ctx, in, sp.skip), mine: after != "", emit: sp.emit}
+	start := h.startOf(ctx, in, after)
 	s.response("response.created", start)
 	s.response("response.in_progress", start)
 
@@ -297,9 +328,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.In
 	}
 	heartbeat := time.NewTicker(15 * time.Second)
 	defer heartbeat.Stop()
+	waiting := h.watch(ctx, in)
 	live := sub.C
 loop:
-	for s.err == nil {
+	for s.err == nil && !(s.over && s.tc.cut != "") {
 		select {
 		case e, ok := <-live:
 			if !ok {
@@ -308,6 +340,13 @@ loop:
 			}
 			s.add(e, false)
 			sub.Ack(e.Pos)
+		case ids := <-waiting:
+			// The core answers only once the step's events are on the
+			// bus: they are mapped first.
+			s.drain(sub)
+			if s.handed(ids) {
+				break loop
+			}
 		case <-ended:
 			break loop
 		case <-heartbeat.C:
@@ -335,12 +374,13 @@ loop:
 	for _, it := range s.items {
 		s.endItem(it)
 	}
-	final, err := h.final(ctx, in.ID)
+	s.endCalls()
+	final, err := h.final(ctx, in.ID, after)
 	if err != nil {
-		h.o.Logger.Warn("openai: the response could not be read", "response", in.ID, "err", err)
-		final = header(in)
+		h.o.Logger.Warn("openai: the response could not be read", "response", start.ID, "err", err)
+		final = start
 		final.Status = statusFailed
-		final.Error = &responseError{Code: "server_error", Message: "the response could not be read; GET /v1/responses/" + in.ID + " has it"}
+		final.Error = &responseError{Code: "server_error", Message: "the response could not be read; GET /v1/responses/" + start.ID + " has it"}
 	}
 	switch final.Status {
 	case statusCompleted:
@@ -351,10 +391,10 @@ loop:
 }
 
 // final reads a response once its turn ended.
-func (h *Handler) final(ctx context.Context, id string) (*Response, error) {
+func (h *Handler) final(ctx context.Context, id, after string) (*Response, error) {
 	in, err := h.find(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return h.build(ctx, in)
+	return h.buildAt(ctx, in, after)
 }
