@@ -97,7 +97,8 @@ type oaiAgent struct {
 	Prompt             string `json:"prompt"`
 	Instructions       string `json:"instructions"`
 	City               string `json:"city"`
-	PreviousResponseID string `json:"previousResponseId"`
+	PreviousResponseID string `json:"previousResponseId"` // the run's previousResponseId
+	ConversationID     string `json:"conversationId"`     // or conversationId
 	FinalOutput        string `json:"finalOutput"`
 	LastResponseID     string `json:"lastResponseId"`
 	RawResponses       []struct {
@@ -227,8 +228,8 @@ func TestOpenAINPM(t *testing.T) {
 	checkOAIResponses(t, r, tag, reqs)
 	checkOAIModelsChat(t, r, tag, model)
 	ses := r.Steps.Create.Conversation
-	checkOAIAgent(t, srv, "run", r.Steps.Agent, tag, city, r.Steps.Stream.Completed.ID, ses, reqs)
-	checkOAIAgent(t, srv, "streamed run", r.Steps.AgentStream, tag, city+"-streamed", r.Steps.Agent.LastResponseID, ses, reqs)
+	checkOAIAgent(t, srv, "run", r.Steps.Agent, tag, city, r.Steps.Stream.Completed.ID, "", ses, reqs)
+	checkOAIAgent(t, srv, "streamed run", r.Steps.AgentStream, tag, city+"-streamed", "", ses, ses, reqs)
 	a := r.Steps.AgentStream
 	if !slices.Equal(a.RunItems, []string{"tool_called", "tool_output", "message_output_created"}) ||
 		a.TextDeltas != a.FinalOutput || slices.Index(a.ModelEvents, "response.function_call_arguments.done") < 0 ||
@@ -348,19 +349,19 @@ func checkOAIModelsChat(t *testing.T, r *oaiReport, tag, model string) {
 }
 
 // checkOAIAgent: a run of @openai/agents. Its first model call is a turn
-// of the session (continued by previous_response_id) that ends with the
+// of the session (by previous_response_id or conversation) that ends with the
 // model's call of get_weather; the tool runs in node with the model's
 // arguments; the second call hands its output to the waiting call, and
 // the model, sent it, answers from it. The session holds the one turn with
 // the tool part, under the IDs the SDK saw.
-func checkOAIAgent(t *testing.T, srv *server, name string, a oaiAgent, tag, city, prev, session string, reqs []stubmodel.Request) {
+func checkOAIAgent(t *testing.T, srv *server, name string, a oaiAgent, tag, city, prev, conv, session string, reqs []stubmodel.Request) {
 	t.Helper()
 	if a.Error != "" {
 		t.Errorf("%s: %s", name, a.Error)
 		return
 	}
-	if a.City != city || a.PreviousResponseID != prev || prev == "" {
-		t.Errorf("%s: for city %q after %q, want %q after %q", name, a.City, a.PreviousResponseID, city, prev)
+	if a.City != city || a.PreviousResponseID != prev || a.ConversationID != conv || prev+conv == "" {
+		t.Errorf("%s: for city %q after %q in %q, want %q after %q in %q", name, a.City, a.PreviousResponseID, a.ConversationID, city, prev, conv)
 	}
 	toolOut := city + ": 21C and sunny (" + tag + ")"
 	if len(a.ToolCalls) != 1 || a.ToolCalls[0].Args["city"] != city || a.ToolCalls[0].Output != toolOut {

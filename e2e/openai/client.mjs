@@ -3,9 +3,9 @@
 // previous_response_id continuation, the SDK's own stream accumulator,
 // retrieve, models, a streamed chat completion) and @openai/agents (an
 // Agent with one function tool, run and then run streamed against the door
-// through the SDK's Responses model). It prints one JSON line, {"report": …}; the Go test
-// (e2e/openai_test.go, TestOpenAINPM) checks it and what the model stub
-// was sent. Every step's error is caught and reported, so the report says
+// through the SDK's Responses model). It prints one JSON line,
+// {"report": …}; the Go test (e2e/openai_test.go, TestOpenAINPM) checks it
+// and what the model stub was sent. Every step's error is caught and reported, so the report says
 // how far the script got.
 //
 // Environment: OAI_URL (the server), OAI_PASSWORD (the API key), OAI_TAG
@@ -183,9 +183,9 @@ await step('chat', async (out) => {
 
 // 7. @openai/agents: an Agent with one function tool, on the SDK's
 // Responses model with our server as its OpenAI client. The door keeps the
-// conversation (a response is a turn of a session): the run continues the
-// streamed response's session by previousResponseId, so the SDK sends
-// only what is new each call (its prompt, then the tool's output).
+// conversation (a response is a turn of a session): the runs continue the
+// session by previousResponseId or conversationId, so the SDK sends only
+// what is new each call (its prompt, then the tool's output).
 setDefaultOpenAIClient(new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120_000 }));
 setOpenAIAPI('responses');
 setTracingDisabled(true);
@@ -207,15 +207,16 @@ const instructions = 'Answer with the weather the get_weather tool gives.';
 const agent = new Agent({ name: 'Weather', instructions, model: agentName, tools: [getWeather] });
 
 // agentRun runs the agent on a prompt that has the stub call get_weather
-// for where, continuing the session of previousResponseId; streamed, it
+// for where, in the session that keeps the conversation (the SDK's
+// previousResponseId or conversationId, as session gives); streamed, it
 // keeps what the stream handed over.
-async function agentRun(out, where, previousResponseId, stream) {
+async function agentRun(out, where, session, stream) {
   toolCalls = [];
   const prompt = `call:get_weather {"city":${JSON.stringify(where)}} what is the weather in ${where}?`;
-  Object.assign(out, { prompt, instructions, city: where, previousResponseId });
+  Object.assign(out, { prompt, instructions, city: where, previousResponseId: '', conversationId: '' }, session);
   let result;
   if (stream) {
-    result = await run(agent, prompt, { previousResponseId, stream: true });
+    result = await run(agent, prompt, { ...session, stream: true });
     out.runItems = [];
     out.modelEvents = [];
     out.textDeltas = '';
@@ -227,7 +228,7 @@ async function agentRun(out, where, previousResponseId, stream) {
     await result.completed;
     if (result.error) throw result.error;
   } else {
-    result = await run(agent, prompt, { previousResponseId });
+    result = await run(agent, prompt, session);
   }
   out.finalOutput = result.finalOutput;
   out.lastResponseId = result.lastResponseId ?? '';
@@ -242,7 +243,9 @@ async function agentRun(out, where, previousResponseId, stream) {
   return out;
 }
 
-const agentOut = await step('agent', (out) => agentRun(out, city, streamed.completed?.id, false));
-await step('agentStream', (out) => agentRun(out, `${city}-streamed`, agentOut.lastResponseId, true));
+// The run continues the streamed response; the streamed run names the
+// session as its conversation.
+await step('agent', (out) => agentRun(out, city, { previousResponseId: streamed.completed?.id }, false));
+await step('agentStream', (out) => agentRun(out, `${city}-streamed`, { conversationId: first.conversation }, true));
 
 process.stdout.write(JSON.stringify({ report }) + '\n');
