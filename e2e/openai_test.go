@@ -57,6 +57,24 @@ type oaiReport struct {
 		} `json:"chat"`
 		Agent       oaiAgent `json:"agent"`
 		AgentStream oaiAgent `json:"agentStream"`
+		// A function tool round trip through the openai package's
+		// accumulator.
+		ToolStreamHelper struct {
+			Error     string      `json:"error"`
+			CallTypes []string    `json:"callTypes"`
+			Call      oaiResponse `json:"call"`
+			FC        *struct {
+				Type      string `json:"type"`
+				ID        string `json:"id"`
+				CallID    string `json:"call_id"`
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+				Status    string `json:"status"`
+			} `json:"fc"`
+			ToolOutput  string      `json:"toolOutput"`
+			AnswerTypes []string    `json:"answerTypes"`
+			Answer      oaiResponse `json:"answer"`
+		} `json:"toolStreamHelper"`
 	} `json:"steps"`
 }
 
@@ -145,8 +163,9 @@ func oaiScript(req stubmodel.Request) stubmodel.Response {
 // TestOpenAINPM drives the OpenAI door (/v1) with the official npm
 // clients, pinned in e2e/openai/package-lock.json: the openai package
 // (Responses JSON, streamed, continued by previous_response_id, through the
-// SDK's stream accumulator, retrieved; models; a streamed chat completion)
-// and @openai/agents (an Agent with a function tool, run on the SDK's
+// SDK's stream accumulator, retrieved; models; a streamed chat completion;
+// a function tool's call and output through the accumulator) and
+// @openai/agents (an Agent with a function tool, run on the SDK's
 // Responses model against our server: the model calls the tool, the tool
 // runs in node with the model's arguments, and the model answers from its
 // output), on a stub model; the session over GET /session/{id}/message
@@ -230,6 +249,7 @@ func TestOpenAINPM(t *testing.T) {
 	ses := r.Steps.Create.Conversation
 	checkOAIAgent(t, srv, "run", r.Steps.Agent, tag, city, r.Steps.Stream.Completed.ID, "", ses, reqs)
 	checkOAIAgent(t, srv, "streamed run", r.Steps.AgentStream, tag, city+"-streamed", "", ses, ses, reqs)
+	checkOAIToolStreamHelper(t, r, tag, city)
 	a := r.Steps.AgentStream
 	if !slices.Equal(a.RunItems, []string{"tool_called", "tool_output", "message_output_created"}) ||
 		a.TextDeltas != a.FinalOutput || slices.Index(a.ModelEvents, "response.function_call_arguments.done") < 0 ||
@@ -456,6 +476,31 @@ func checkOAIAgent(t *testing.T, srv *server, name string, a oaiAgent, tag, city
 	if tp == nil || tp.ID != call.ID || tp.CallID != call.CallID || tp.Tool != "get_weather" || tp.State.Status != "completed" ||
 		tp.State.Output != toolOut || tp.State.Input["city"] != city {
 		t.Errorf("%s: the tool part of %s: %+v; want %s (call %s) completed with input city %q and output %q", name, second.ResponseID, tp, call.ID, call.CallID, city, toolOut)
+	}
+}
+
+// checkOAIToolStreamHelper: the openai package's stream helper takes a
+// function tool's call (its item and argument events) and the turn going on
+// after the output, in the session the request named.
+func checkOAIToolStreamHelper(t *testing.T, r *oaiReport, tag, city string) {
+	t.Helper()
+	h := r.Steps.ToolStreamHelper
+	if h.Error != "" {
+		t.Errorf("responses.stream with a function tool: %s (call events %q, answer events %q)", h.Error, h.CallTypes, h.AnswerTypes)
+		return
+	}
+	ses := r.Steps.Create.Conversation
+	if h.Call.Status != "completed" || h.Call.Conversation != ses || !slices.Equal(h.Call.OutputTypes, []string{"function_call"}) ||
+		!slices.Contains(h.CallTypes, "response.function_call_arguments.done") {
+		t.Errorf("responses.stream with a function tool: %+v; events %q", h.Call, h.CallTypes)
+	}
+	if h.FC == nil || h.FC.Name != "get_weather" || h.FC.Arguments != `{"city":"`+city+`-helper"}` || !isID("prt_", h.FC.ID) || h.FC.CallID == "" || h.FC.Status != "completed" {
+		t.Errorf("the accumulated function_call: %+v", h.FC)
+	}
+	want := "The forecast says: " + city + "-helper: cloudy (" + tag + ")"
+	if h.ToolOutput != city+"-helper: cloudy ("+tag+")" || h.Answer.Status != "completed" || h.Answer.OutputText != want ||
+		h.Answer.PreviousResponseID != h.Call.ID || h.Answer.Conversation != ses || !isID("msg_", h.Answer.ID) || h.Answer.ID == h.Call.ID {
+		t.Errorf("the turn after the output, through responses.stream: %+v; want %q after %s; events %q", h.Answer, want, h.Call.ID, h.AnswerTypes)
 	}
 }
 

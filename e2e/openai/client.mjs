@@ -248,4 +248,41 @@ async function agentRun(out, where, session, stream) {
 await step('agent', (out) => agentRun(out, city, { previousResponseId: streamed.completed?.id }, false));
 await step('agentStream', (out) => agentRun(out, `${city}-streamed`, { conversationId: first.conversation }, true));
 
+// 8. A function tool round trip through the openai package's stream
+// helper (its accumulator checks the function_call item's events too): the
+// call, then its output sent back in the session.
+await step('toolStreamHelper', async (out) => {
+  const where = `${city}-helper`;
+  const tools = [{
+    type: 'function',
+    name: 'get_weather',
+    description: 'The weather in a city',
+    strict: true,
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false },
+  }];
+  const s1 = client.responses.stream({
+    model: agentName,
+    conversation: first.conversation,
+    tools,
+    input: `call:get_weather {"city":${JSON.stringify(where)}}`,
+  });
+  out.callTypes = [];
+  s1.on('event', (ev) => out.callTypes.push(ev.type));
+  const r1 = await s1.finalResponse();
+  out.call = brief(r1);
+  const fc = r1.output.find((it) => it.type === 'function_call');
+  out.fc = fc ?? null;
+  out.toolOutput = `${where}: cloudy (${tag})`;
+  const s2 = client.responses.stream({
+    model: agentName,
+    previous_response_id: r1.id,
+    tools,
+    input: [{ type: 'function_call_output', call_id: fc?.call_id ?? 'none', output: out.toolOutput }],
+  });
+  out.answerTypes = [];
+  s2.on('event', (ev) => out.answerTypes.push(ev.type));
+  out.answer = brief(await s2.finalResponse());
+  return out;
+});
+
 process.stdout.write(JSON.stringify({ report }) + '\n');
