@@ -36,8 +36,23 @@ type oaiReport struct {
 			Types []string    `json:"types"`
 			Final oaiResponse `json:"final"`
 		} `json:"streamHelper"`
-		Retrieve oaiResponse `json:"retrieve"`
-		Models   struct {
+		Retrieve   oaiResponse `json:"retrieve"`
+		InputItems struct {
+			Error string `json:"error"`
+			Items []struct {
+				ID   string `json:"id"`
+				Type string `json:"type"`
+				Role string `json:"role"`
+				Text string `json:"text"`
+			} `json:"items"`
+		} `json:"inputItems"`
+		Errors map[string]struct {
+			Class  string `json:"class"`
+			Status int    `json:"status"`
+			Type   string `json:"type"`
+			Param  string `json:"param"`
+		} `json:"errors"`
+		Models struct {
 			Error  string `json:"error"`
 			Models []struct {
 				ID      string `json:"id"`
@@ -163,7 +178,8 @@ func oaiScript(req stubmodel.Request) stubmodel.Response {
 // TestOpenAINPM drives the OpenAI door (/v1) with the official npm
 // clients, pinned in e2e/openai/package-lock.json: the openai package
 // (Responses JSON, streamed, continued by previous_response_id, through the
-// SDK's stream accumulator, retrieved; models; a streamed chat completion;
+// SDK's stream accumulator, retrieved, its input items; refusals as the
+// SDK's errors; models; a streamed chat completion;
 // a function tool's call and output through the accumulator) and
 // @openai/agents (an Agent with a function tool, run on the SDK's
 // Responses model against our server: the model calls the tool, the tool
@@ -324,6 +340,21 @@ func checkOAIResponses(t *testing.T, r *oaiReport, tag string, reqs []stubmodel.
 	}
 	if g := r.Steps.Retrieve; g.Error != "" || g.ID != sc.ID || g.OutputText != want || g.Status != "completed" || g.Conversation != c.Conversation {
 		t.Errorf("responses.retrieve(%s): %+v", sc.ID, g)
+	}
+
+	if it := r.Steps.InputItems; it.Error != "" || len(it.Items) != 1 || it.Items[0].ID != c.ID || it.Items[0].Type != "message" ||
+		it.Items[0].Role != "user" || it.Items[0].Text != "first "+tag {
+		t.Errorf("responses.inputItems.list(%s): %+v", c.ID, it)
+	}
+	for name, want := range map[string]struct {
+		class  string
+		status int
+		param  string
+	}{"unknownModel": {"NotFoundError", 404, "model"}, "unknownModelStream": {"NotFoundError", 404, "model"}, "badKey": {"AuthenticationError", 401, ""}} {
+		e := r.Steps.Errors[name]
+		if e.Class != want.class || e.Status != want.status || e.Param != want.param || e.Type == "" {
+			t.Errorf("error %s: the SDK threw %+v, want %s %d param %q with a type", name, e, want.class, want.status, want.param)
+		}
 	}
 
 	// The model sees the earlier turns once: each continuation's request

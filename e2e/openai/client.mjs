@@ -146,6 +146,35 @@ await step('streamHelper', async (out) => {
 // 4. GET /v1/responses/{id} of the streamed response.
 await step('retrieve', async () => brief(await client.responses.retrieve(streamed.completed?.id ?? 'none')));
 
+// 4b. GET /v1/responses/{id}/input_items of the first, through the pager.
+await step('inputItems', async () => {
+  const items = [];
+  for await (const it of client.responses.inputItems.list(first.id ?? 'none')) {
+    items.push({ id: it.id, type: it.type, role: it.role, text: (it.content ?? []).map((c) => c.text).join('') });
+  }
+  return { items };
+});
+
+// 4c. Refusals as the SDK's error classes: an unknown model (streamed or
+// not), a wrong API key.
+await step('errors', async () => {
+  const caught = async (fn) => {
+    try {
+      await fn();
+      return { class: 'none' };
+    } catch (e) {
+      return { class: e.constructor?.name ?? '', status: e.status ?? 0, type: e.type ?? '', param: e.param ?? '', code: e.code ?? '', message: e.message };
+    }
+  };
+  return {
+    unknownModel: await caught(() => client.responses.create({ model: 'nope/none', input: 'hi' })),
+    unknownModelStream: await caught(async () => {
+      for await (const _ of await client.responses.create({ model: 'nope/none', input: 'hi', stream: true }));
+    }),
+    badKey: await caught(() => new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 }).models.list()),
+  };
+});
+
 // 5. GET /v1/models, through the SDK's pager.
 await step('models', async () => {
   const models = [];
