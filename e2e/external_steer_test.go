@@ -12,12 +12,14 @@ import (
 
 // TestExternalOwnACPSteer: our own server in ACP mode (`opencode-server
 // acp`, a slow scripted model) is the external agent "inner" of an outer
-// server. Over HTTP a v1 steer mid-turn (prompt_async with delivery
-// steer) goes to the inner agent as _session/steering and is injected into
-// its running turn: in the outer's message list the steer's user message
-// (our ID) is followed by the inner model's answer to it, parented on it,
-// and the outer session ran one turn, not two (a steer held as a queued
-// input would have been the next turn's prompt).
+// server. The bridge offers ACP v2 and the inner agent takes it (with
+// session/inject). Over HTTP a v1 steer mid-turn (prompt_async with
+// delivery steer) goes to the inner agent as session/inject mode steer,
+// is accepted, and is delivered into its running turn (its user_message):
+// in the outer's message list the steer's user message (our ID) is
+// followed by the inner model's answer to it, parented on it, and the
+// outer session ran one turn, not two (a steer held as a queued input
+// would have been the next turn's prompt).
 func TestExternalOwnACPSteer(t *testing.T) {
 	t.Parallel()
 	bin, _ := binaries(t)
@@ -81,6 +83,10 @@ func TestExternalOwnACPSteer(t *testing.T) {
 		}
 		t.Fatalf("want the steer %s followed by the inner model's answer to it, parented on it; messages:\n%s",
 			steer, strings.Join(got, "\n"))
+	}
+	if log := srv.stderr.String(); !strings.Contains(log, "external agent speaks ACP v2") ||
+		!strings.Contains(log, "accepted a steer (session/inject)") || !strings.Contains(log, steer) {
+		t.Errorf("want the inner agent on ACP v2 and the steer %s accepted through session/inject; server log:\n%s", steer, log)
 	}
 	idles := 0
 	for _, e := range events() {

@@ -92,6 +92,10 @@ type extProc struct {
 	sessionID string
 	caps      acpclient.AgentCapabilities
 	steering  bool
+	// v2: it speaks ACP v2 (external_v2.go); inject: it takes
+	// session/inject steers; idles gets its state_update idles' stop reasons.
+	v2, inject bool
+	idles      chan string
 	// lease is held by the turn using it (one at a time: a cancelled
 	// prompt finishes before the next starts).
 	lease chan struct{}
@@ -236,7 +240,7 @@ func (x *externals) reserve(session, dir string, a agent.Agent) (*extProc, error
 		delete(x.procs, victim.session)
 		go x.kill(victim)
 	}
-	e := &extProc{session: session, agent: a.Name, dir: dir, lease: make(chan struct{}, 1)}
+	e := &extProc{session: session, agent: a.Name, dir: dir, lease: make(chan struct{}, 1), idles: make(chan string, 1)}
 	e.lease <- struct{}{}
 	x.procs[session] = e
 	return e, nil
@@ -269,6 +273,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 			} else {
 				log.Debug("session/update outside a turn: dropped", "update", n.Update.SessionUpdate)
 			}
+			e.stateUpdate(n.Update)
 		},
 		Request: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			return x.serve(ctx, e, method, params)
@@ -293,7 +298,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	ctx, cancel := context.WithTimeout(ctx, externalStartTimeout)
 	defer cancel()
 	var init json.RawMessage
-	err = p.Call(ctx, acpclient.MethodInitialize, acpclient.InitializeRequest{ProtocolVersion: acpclient.ProtocolVersion,
+	err = x.initialize(ctx, e, acpclient.InitializeRequest{ProtocolVersion: acpclient.ProtocolVersion,
 		ClientCapabilities: acpclient.ClientCapabilities{FS: acpclient.FSCapabilities{ReadTextFile: true, WriteTextFile: true}},
 		ClientInfo:         &acpclient.Implementation{Name: "opencode-server", Version: "1"}}, &init)
 	if err != nil {
@@ -303,10 +308,11 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	_ = json.Unmarshal(init, &ir) // what it offers; steering is read from the raw answer
 	e.caps = ir.AgentCapabilities
 	e.steering = acpclient.SupportsSteering(init)
+	e.readV2(init, log)
 	if load != "" {
 		if e.caps.LoadSession {
 			// The history it replays meanwhile goes nowhere: no sink yet.
-			err := p.Call(ctx, acpclient.MethodSessionLoad, acpclient.LoadSessionRequest{SessionID: load, Cwd: e.dir, MCPServers: []any{}}, nil)
+			err := x.load(ctx, e, load)
 			if err == nil {
 				e.sessionID = load
 				log.Info("external agent started", "pid", p.Pid(), "agentSession", load, "loaded", true)
@@ -521,6 +527,7 @@ func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink 
 		time.AfterFunc(cancelGrace, stop)
 	})
 	defer cancelled()
+	e.drainIdles()
 	var res acpclient.PromptResponse
 	err = e.p.Call(call, acpclient.MethodSessionPrompt, acpclient.PromptRequest{SessionID: e.sessionID, Prompt: blocks,
 		Meta: map[string]any{"messageId": messageID}}, &res)
@@ -536,6 +543,10 @@ func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink 
 			x.drop(e) // the next prompt starts it again
 		}
 		return "", err
+	}
+	if e.v2 {
+		// v2 answers once the prompt is accepted; its idle ends the work.
+		return x.awaitIdle(ctx, call, e, a)
 	}
 	return res.StopReason, nil
 }

@@ -39,6 +39,11 @@ const (
 	AuthBrowser = "browser"
 )
 
+// V2Env=1 makes the stub an ACP v2 agent when the client offers v2
+// (stubv2.go): session/prompt answers {} and a state_update idle ends the
+// work; steers come as session/inject.
+const V2Env = "OPENCODE_SERVER_ACP_STUB_V2"
+
 // CapsEnv, if set, is the agentCapabilities initialize answers (JSON);
 // the default advertises loadSession and no prompt capabilities.
 const CapsEnv = "OPENCODE_SERVER_ACP_STUB_CAPS"
@@ -104,6 +109,10 @@ const (
 
 // Steer is one recorded `_session/steering`.
 type Steer struct {
+	// Method is the request (v2: session/inject or session/revoke_inject);
+	// AgentID is the stub's ID of an inject.
+	Method       string   `json:"method,omitempty"`
+	AgentID      string   `json:"agentId,omitempty"`
 	MessageID    string   `json:"messageId"`
 	Texts        []string `json:"texts"`
 	IdleBehavior string   `json:"idleBehavior"`
@@ -141,6 +150,7 @@ func MaybeServe() {
 	a := &stub{cancel: make(chan struct{}, 1), steered: make(chan string, 1), steering: os.Getenv(SteeringEnv) == "1",
 		ready: make(chan struct{}), ended: make(chan struct{}, 1), said: make(chan struct{}, 1), session: fmt.Sprint("stub-", os.Getpid())}
 	a.authed.Store(os.Getenv(AuthEnv) == "")
+	a.injects = map[string]string{}
 	a.conn = acpclient.NewConn(os.Stdin, os.Stdout, acpclient.Handlers{
 		Notify: func(method string, _ json.RawMessage) {
 			if method == acpclient.MethodSessionCancel {
@@ -177,6 +187,10 @@ type stub struct {
 	authed  atomic.Bool
 	mu      sync.Mutex
 	session string
+	// v2: the client negotiated v2; injects are the texts of the
+	// session/inject steers accepted, by the stub's ID.
+	v2      atomic.Bool
+	injects map[string]string
 }
 
 func (a *stub) sessionID() string {
@@ -198,6 +212,9 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 	<-a.ready
 	switch method {
 	case acpclient.MethodInitialize:
+		if res, ok := a.initializeV2(params); ok {
+			return res, nil
+		}
 		caps := map[string]any{"loadSession": true}
 		if c := os.Getenv(CapsEnv); c != "" {
 			caps = map[string]any{}
@@ -218,6 +235,20 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		return map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": methods}, nil
 	case acpclient.MethodSessionSteering:
 		return a.steer(params)
+	case acpclient.MethodSessionInject:
+		return a.inject(params)
+	case acpclient.MethodRevokeInject:
+		return a.revokeInject(params)
+	case acpclient.MethodSessionResume:
+		var req acpclient.ResumeSessionRequest
+		if err := json.Unmarshal(params, &req); err != nil {
+			return nil, err
+		}
+		appendLine(LoadsFile, req.SessionID)
+		a.mu.Lock()
+		a.session = req.SessionID
+		a.mu.Unlock()
+		return map[string]any{}, nil
 	case acpclient.MethodAuthenticate:
 		var req acpclient.AuthenticateRequest
 		if err := json.Unmarshal(params, &req); err != nil || req.MethodID != "api-key" || os.Getenv(AuthEnv) != AuthKey {
@@ -266,6 +297,10 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		first := ""
 		if len(p.Texts) > 0 {
 			first = p.Texts[0]
+		}
+		if a.v2.Load() {
+			go a.runV2(first)
+			return map[string]any{}, nil
 		}
 		defer func() {
 			select {
