@@ -59,6 +59,7 @@ func (r *runner) startExternal(a agent.Agent) {
 	}
 	req := extReq{session: r.id, dir: r.sess.Directory, messageID: tu.parentID, parts: parts,
 		load: extSessionID(r.sess.Metadata, a.Name)}
+	req.history = r.extHistory(tu, req.load)
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()

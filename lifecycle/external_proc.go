@@ -81,6 +81,9 @@ type extReq struct {
 	// load is the agent's session stored with ours, to continue ("" none).
 	load  string
 	parts []opencode.Part
+	// history is our conversation before this prompt, for a new agent
+	// session (external_history.go; "" when none).
+	history string
 }
 
 // extProc is one session's agent process.
@@ -96,6 +99,8 @@ type extProc struct {
 	// session/inject steers; idles gets its state_update idles' stop reasons.
 	v2, inject bool
 	idles      chan string
+	// fresh: its session was opened new and has had no prompt yet.
+	fresh bool
 	// lease is held by the turn using it (one at a time: a cancelled
 	// prompt finishes before the next starts).
 	lease chan struct{}
@@ -348,7 +353,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	if ns.SessionID == "" {
 		return agentError(a, "session/new failed", errors.New("no sessionId in its answer"))
 	}
-	e.sessionID = ns.SessionID
+	e.sessionID, e.fresh = ns.SessionID, true
 	log.Info("external agent started", "pid", p.Pid(), "agentSession", ns.SessionID)
 	return nil
 }
@@ -514,7 +519,7 @@ func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink 
 	if e.sessionID != req.load {
 		sink.session(e.sessionID)
 	}
-	blocks := promptBlocks(req.parts, e.caps.PromptCapabilities, req.dir)
+	blocks := withHistory(e, req, promptBlocks(req.parts, e.caps.PromptCapabilities, req.dir))
 	messageID := req.messageID
 	e.setSink(sink)
 	if sink.started != nil {

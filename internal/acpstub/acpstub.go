@@ -52,6 +52,10 @@ const CapsEnv = "OPENCODE_SERVER_ACP_STUB_CAPS"
 // user_message_chunk and an agent_message_chunk): a client shows none of it.
 const Replayed = "replayed history"
 
+// HistoryMarker starts the text block a client sends a new session with
+// the conversation so far.
+const HistoryMarker = "<conversation-so-far>"
+
 // Files the stub writes in its working directory.
 const (
 	PIDFile       = "acpstub.pids"
@@ -135,10 +139,13 @@ const (
 // Prompt is one recorded session/prompt: its session, the texts, and
 // every block as sent.
 type Prompt struct {
-	SessionID string                   `json:"sessionId"`
-	MessageID string                   `json:"messageId"`
-	Texts     []string                 `json:"texts"`
-	Blocks    []acpclient.ContentBlock `json:"blocks"`
+	SessionID string   `json:"sessionId"`
+	MessageID string   `json:"messageId"`
+	Texts     []string `json:"texts"`
+	// History is a text block the client marked as the conversation so
+	// far (HistoryMarker); it is not in Texts.
+	History string                   `json:"history,omitempty"`
+	Blocks  []acpclient.ContentBlock `json:"blocks"`
 }
 
 // MaybeServe serves ACP on stdio and exits, if Env is set.
@@ -288,7 +295,10 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		}
 		p := Prompt{SessionID: req.SessionID, MessageID: req.Meta.MessageID, Blocks: req.Prompt}
 		for _, b := range req.Prompt {
-			if b.Type == "text" {
+			switch {
+			case b.Type == "text" && strings.HasPrefix(b.Text, HistoryMarker):
+				p.History = b.Text
+			case b.Type == "text":
 				p.Texts = append(p.Texts, b.Text)
 			}
 		}
