@@ -377,6 +377,7 @@ func (r *runner) fail() {
 	fenced := errors.Is(err, store.ErrFenced)
 	if fenced {
 		r.m.log.Warn("session taken over by another instance: runner stopped", "session", r.id)
+		r.fencedOut()
 	}
 	if r.turn != nil {
 		r.turn.cancel()
