@@ -12,8 +12,8 @@ import (
 
 // TestExternalOwnACPSteer: our own server in ACP mode (`opencode-server
 // acp`, a slow scripted model) is the external agent "inner" of an outer
-// server. The bridge offers ACP v2 and the inner agent takes it (with
-// session/inject). Over HTTP a v1 steer mid-turn (prompt_async with
+// server, configured with protocolVersion 2: the bridge offers ACP v2 and
+// the inner agent takes it (with session/inject). Over HTTP a v1 steer mid-turn (prompt_async with
 // delivery steer) goes to the inner agent as session/inject mode steer,
 // is accepted, and is delivered into its running turn (its user_message):
 // in the outer's message list the steer's user message (our ID) is
@@ -27,7 +27,7 @@ func TestExternalOwnACPSteer(t *testing.T) {
 	// 40 chunks 100ms apart: a 4s turn to steer into, on a loaded machine.
 	args := []string{"acp", "--hostname", "127.0.0.1", "--port", "0", "--store", "sqlite", "--data", t.TempDir(),
 		"--directory", project, "--log-level", "warn", "--scripted-chunks", "40", "--scripted-delay", "100ms"}
-	srv := externalAgentServer(t, "inner", "opencode-server over ACP", map[string]any{"command": bin, "args": args,
+	srv := externalAgentServer(t, "inner", "opencode-server over ACP", map[string]any{"command": bin, "args": args, "protocolVersion": 2,
 		"env": map[string]string{"HOME": home, "XDG_CONFIG_HOME": filepath.Join(home, ".config"),
 			"XDG_DATA_HOME": filepath.Join(home, ".local", "share")}}, project)
 	events := watchEvents(t, srv)

@@ -303,7 +303,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	ctx, cancel := context.WithTimeout(ctx, externalStartTimeout)
 	defer cancel()
 	var init json.RawMessage
-	err = x.initialize(ctx, e, acpclient.InitializeRequest{ProtocolVersion: acpclient.ProtocolVersion,
+	err = x.initialize(ctx, e, a.ACP.ProtocolVersion, acpclient.InitializeRequest{ProtocolVersion: acpclient.ProtocolVersion,
 		ClientCapabilities: acpclient.ClientCapabilities{FS: acpclient.FSCapabilities{ReadTextFile: true, WriteTextFile: true}},
 		ClientInfo:         &acpclient.Implementation{Name: "opencode-server", Version: "1"}}, &init)
 	if err != nil {

@@ -11,24 +11,34 @@ import (
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
-// ACP v2 external agents. initialize offers v2 (with v1's fields beside,
-// so a v1 agent answers 1 and nothing changes for it). A v2 agent's
+// ACP v2 external agents. initialize offers v2 when the agent's config
+// says protocolVersion 2 (with v1's fields beside, so an agent that
+// speaks only v1 answers 1), else v1; an agent that answers 2 either way
+// (one that speaks only v2) is spoken to in v2. Offered by default, v2
+// would switch the real agents whose SDK answers it (claude-agent-acp,
+// codex-acp) to a draft where they lose what v1 gives us: our fs methods,
+// authenticate, their `_session/steering`. A v2 agent's
 // session/prompt answers once the prompt is accepted and its state_update
 // idle (with the stop reason) ends the work; session/resume (no replay)
 // continues a stored session; steers go to it as session/inject mode
 // steer when it offers that (external_steer.go maps the answers).
 
-// initialize sends initialize offering v2; an agent that refuses the
-// request outright (an RPC error, not a dead process) is asked again with
-// v1 alone.
-func (x *externals) initialize(ctx context.Context, e *extProc, req acpclient.InitializeRequest, res *json.RawMessage) error {
+// initialize sends initialize, offering the version the config says
+// (v2's fields always beside v1's: an agent that speaks only v2 can read
+// it). An agent that refuses a v2 offer outright (an RPC error, not a
+// dead process) is asked again with v1.
+func (x *externals) initialize(ctx context.Context, e *extProc, offer int, req acpclient.InitializeRequest, res *json.RawMessage) error {
 	v2 := acpclient.InitializeRequestV2{InitializeRequest: req, Info: acpclient.Implementation{Name: "opencode-server", Version: "1"}}
+	if offer != acpclient.ProtocolVersion2 {
+		return e.p.Call(ctx, acpclient.MethodInitialize, v2, res)
+	}
 	v2.ProtocolVersion = acpclient.ProtocolVersion2
 	err := e.p.Call(ctx, acpclient.MethodInitialize, v2, res)
 	var rpc *acpclient.RPCError
 	if errors.As(err, &rpc) {
 		x.m.log.Info("external agent refused ACP v2's initialize: asking with v1", "agent", e.agent, "err", err)
-		return e.p.Call(ctx, acpclient.MethodInitialize, req, res)
+		v2.ProtocolVersion = acpclient.ProtocolVersion
+		return e.p.Call(ctx, acpclient.MethodInitialize, v2, res)
 	}
 	return err
 }

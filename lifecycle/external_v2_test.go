@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/opencode-server/opencode-server/acpclient"
+	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/acpstub"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 )
 
-// v2Stub is the stub's environment that makes it an ACP v2 agent taking
-// session/inject.
+// v2Stub is the stub's environment that makes it an agent speaking only
+// ACP v2 (it answers 2 to our v1 offer), taking session/inject.
 var v2Stub = map[string]string{acpstub.V2Env: "1"}
 
 // settledOn waits for the session's messages to be want and the session
@@ -146,5 +147,50 @@ func TestExternalAgentResumeV2(t *testing.T) {
 	ps := stubPrompts(t, opts.Directory)
 	if loads := stubLoads(opts.Directory); !slices.Equal(loads, []string{first}) || len(ps) != 2 || ps[1].SessionID != first {
 		t.Errorf("resumed %v, prompts %+v: want the stored session %s resumed and prompted", loads, ps, first)
+	}
+}
+
+// TestExternalAgentV2Negotiation: initialize offers v1 unless the agent's
+// config says protocolVersion 2; an agent that answers 2 anyway (it speaks
+// only v2) is spoken to in v2. In v2 a steer mid-turn is a session/inject
+// delivered into the turn; in v1, to this agent without steering, it waits
+// as a queued input and is the next prompt.
+func TestExternalAgentV2Negotiation(t *testing.T) {
+	for _, tc := range []struct {
+		name, mode string
+		offer      int
+		v2         bool
+	}{
+		{"v2 only, v1 offered", "1", 0, true},
+		{"both, v1 offered", acpstub.V2Offered, 0, false},
+		{"both, v2 offered", acpstub.V2Offered, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			checkStubsGone(t, dir)
+			cfg := externalConfig("")
+			cfg.Agent["stub"].ACP.Env[acpstub.V2Env] = tc.mode
+			cfg.Agent["stub"].ACP.ProtocolVersion = tc.offer
+			srv := testserver.Start(t, testserver.Options{Config: cfg, Directory: dir})
+			c := newClient(t, srv)
+			sid := c.newSession()
+			startSteered(t, srv, c, sid)
+			c.must("POST", "/session/"+sid+"/prompt_async", v1Body(identifier.NewMessage(), "turn left", "steer"), 204)
+			want := []string{"user:" + acpstub.Steered, "assistant:before.", "user:turn left", "assistant:after: turn left"}
+			if !tc.v2 {
+				release(t, srv)
+				want = []string{"user:" + acpstub.Steered, "assistant:before. ended", "user:turn left", "assistant:echo: turn left"}
+			}
+			c.settledOn(sid, want)
+			injects := 0
+			for _, s := range stubSteers(t, srv) {
+				if s.Method == acpclient.MethodSessionInject {
+					injects++
+				}
+			}
+			if tc.v2 != (injects == 1) {
+				t.Errorf("%d session/inject sent (v2: %v)", injects, tc.v2)
+			}
+		})
 	}
 }

@@ -22,17 +22,30 @@ import (
 // is accepted at once and delivered once ReleaseFile exists. Any
 // steer when no Steered prompt waits, and Later, are no_running_turn.
 const (
+	// V2Offered is V2Env's value for a stub that speaks v1 and v2.
+	V2Offered   = "offered"
 	Undelivered = "undelivered"
 	Tardy       = "tardy"
 )
 
-// initializeV2 answers a client that offers v2, if the stub speaks it.
+// initializeV2 answers initialize as a v2 agent when V2Env is "1" (it
+// speaks only v2: it answers 2 whatever the client offers, as the
+// negotiation has an agent answer its latest version when it does not
+// speak the one offered; the client's v2 info must be there) or "offered"
+// (it speaks both and answers 2 when the client offers it).
 func (a *stub) initializeV2(params json.RawMessage) (any, bool) {
 	var req struct {
 		ProtocolVersion int `json:"protocolVersion"`
+		Info            *struct {
+			Name string `json:"name"`
+		} `json:"info"`
 	}
-	if os.Getenv(V2Env) != "1" || json.Unmarshal(params, &req) != nil || req.ProtocolVersion < 2 {
+	mode := os.Getenv(V2Env)
+	if json.Unmarshal(params, &req) != nil || mode != "1" && (mode != V2Offered || req.ProtocolVersion < 2) {
 		return nil, false
+	}
+	if req.Info == nil || req.Info.Name == "" {
+		return nil, false // not a request a v2 agent can read: answered as v1 (the test sees it)
 	}
 	a.v2.Store(true)
 	return map[string]any{"protocolVersion": 2, "info": map[string]any{"name": "acpstub", "version": "1"},
