@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/opencode-server/opencode-server/internal/acpstub"
 	"github.com/opencode-server/opencode-server/internal/pgtest"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 )
@@ -103,5 +104,68 @@ func TestExternalAgentCluster(t *testing.T) {
 	}
 	if got := stubPIDs(dir); len(got) != 2 || alive(got[0]) || !alive(got[1]) || a.Manager.ExternalPID(sid) != 0 {
 		t.Errorf("agent processes %v (A's %d): want B's %d alone alive", got, a.Manager.ExternalPID(sid), pids[1])
+	}
+}
+
+// TestExternalAgentClusterMidTurn: A's lease is lost while its agent
+// answers (A lives on): A's agent process is stopped, B takes the session
+// over (its sweep finds the open turn), closes the cut-off turn as
+// interrupted without sending it to the agent again, and the next prompt
+// (through A: forwarded to B) runs on B's process, which loads the agent's
+// session.
+func TestExternalAgentClusterMidTurn(t *testing.T) {
+	pg := pgtest.Need(t)
+	dsn := pg.DSN(pg.FreshDB(t))
+	dir := t.TempDir()
+	checkStubsGone(t, dir)
+	opts := testserver.Options{Postgres: dsn, Config: externalConfig(""), Directory: dir}
+	a := testserver.Start(t, opts)
+	b := testserver.Start(t, opts)
+	t.Cleanup(a.Stop) // before B's leak check (see TestExternalAgentCluster)
+	ca, cb := newClient(t, a), newClient(t, b)
+	sid := ca.newSession()
+	live := recordLive(t, a, sid)
+	ca.must("POST", "/session/"+sid+"/prompt_async", map[string]any{"agent": "stub",
+		"parts": []any{map[string]any{"type": "text", "text": acpstub.Wait}}}, 204)
+	checkFor(t, 20*time.Second, "the agent's first words on A", func() bool { return live.count("message.part.delta") >= 1 })
+	agentSession := ca.storedAgentSession(sid)
+	pids := stubPIDs(dir)
+	if len(pids) != 1 || agentSession == "" {
+		t.Fatalf("agent processes %v, agent session %q: want one of each", pids, agentSession)
+	}
+
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `UPDATE instances SET expires_at = now() - interval '1 minute' WHERE addr = $1`, a.URL); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 20*time.Second, "A's agent process stopped once A lost its lease", func() bool { return !alive(pids[0]) })
+	checkFor(t, 20*time.Second, "the cut-off turn closed by B", func() bool {
+		as := assistants(cb.rawMessages(sid))
+		return len(as) == 1 && as[0].Info.Error != nil
+	})
+	cb.waitIdle(sid)
+	if as := assistants(cb.rawMessages(sid)); as[0].Info.Error.Name != "MessageAbortedError" {
+		t.Errorf("the cut-off turn ended with %+v, want it interrupted", as[0].Info.Error)
+	}
+	if got := ca.externalPrompt(sid, "after"); got.Info.Error != nil || got.text() != "echo: after" {
+		t.Fatalf("prompt after the takeover: %+v %q", got.Info.Error, got.text())
+	}
+	pids = stubPIDs(dir)
+	if len(pids) != 2 || b.Manager.ExternalPID(sid) != pids[1] || alive(pids[0]) {
+		t.Errorf("agent processes %v (B's %d): want B's second one alone", pids, b.Manager.ExternalPID(sid))
+	}
+	if loads := stubLoads(dir); !slices.Equal(loads, []string{agentSession}) {
+		t.Errorf("session/load calls %v, want B's process to load %s", loads, agentSession)
+	}
+	var texts []string
+	for _, p := range stubPrompts(t, dir) {
+		texts = append(texts, p.Texts...)
+	}
+	if !slices.Equal(texts, []string{acpstub.Wait, "after"}) {
+		t.Errorf("the agent got prompts %q, want the cut-off one once, then the next", texts)
 	}
 }
