@@ -101,6 +101,9 @@ type extProc struct {
 	idles      chan string
 	// fresh: its session was opened new and has had no prompt yet.
 	fresh bool
+	// injects are the agent's IDs of the steers it accepted and has not
+	// delivered (guarded by mu): taken back before a cancel.
+	injects map[string]bool
 	// lease is held by the turn using it (one at a time: a cancelled
 	// prompt finishes before the next starts).
 	lease chan struct{}
@@ -528,6 +531,7 @@ func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink 
 	call, stop := context.WithCancel(context.Background())
 	defer stop()
 	cancelled := context.AfterFunc(ctx, func() {
+		x.revokeInjects(e)
 		_ = e.p.Notify(acpclient.MethodSessionCancel, acpclient.CancelNotification{SessionID: e.sessionID})
 		time.AfterFunc(cancelGrace, stop)
 	})

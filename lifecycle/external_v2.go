@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/opencode-server/opencode-server/acpclient"
 	"github.com/opencode-server/opencode-server/agent"
@@ -130,14 +131,52 @@ func (x *externals) inject(e *extProc, blocks []acpclient.ContentBlock, messageI
 	if err == nil && res.MessageID == "" {
 		err = errors.New("session/inject answered no messageId")
 	}
+	if err == nil {
+		e.mu.Lock()
+		if e.injects == nil {
+			e.injects = map[string]bool{}
+		}
+		e.injects[res.MessageID] = true
+		e.mu.Unlock()
+	}
 	return res.MessageID, err
+}
+
+// injectSettled forgets an accepted inject once delivered or asked back.
+func (e *extProc) injectSettled(agentID string) {
+	e.mu.Lock()
+	delete(e.injects, agentID)
+	e.mu.Unlock()
+}
+
+// revokeInjects asks back, before an abort's session/cancel, the injects
+// the agent accepted and has not delivered: RFD #1261 keeps pending
+// injects across a cancel and delivers them once idle, which would have
+// the agent answer them in work nobody follows (the runner has already
+// delivered them into the aborted turn, as a steer the agent holds). One
+// already delivered stays so.
+func (x *externals) revokeInjects(e *extProc) {
+	e.mu.Lock()
+	ids := make([]string, 0, len(e.injects))
+	for id := range e.injects {
+		ids = append(ids, id)
+	}
+	clear(e.injects)
+	e.mu.Unlock()
+	for _, id := range ids {
+		// Bounded as the cancel's own answer is: the abort waits for it.
+		if err := x.revokeInject(e, id, cancelGrace); err != nil {
+			x.m.log.Info("external agent: a steer of the aborted turn stays with the agent", "agent", e.agent,
+				"session", e.session, "agentMessage", id, "err", err)
+		}
+	}
 }
 
 // revokeInject takes back an inject the agent accepted and has not
 // delivered: nil if it will never deliver it, else its error
 // (already_delivered: it has, or is about to).
-func (x *externals) revokeInject(e *extProc, agentID string) error {
-	ctx, cancel := context.WithTimeout(x.m.ctx, steerTimeout)
+func (x *externals) revokeInject(e *extProc, agentID string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(x.m.ctx, timeout)
 	defer cancel()
 	return e.p.Call(ctx, acpclient.MethodRevokeInject, acpclient.RevokeInjectRequest{SessionID: e.sessionID, MessageID: agentID}, nil)
 }
@@ -180,6 +219,7 @@ func (r *runner) extInjected(agentID string) {
 		return
 	}
 	delete(tu.ext.accepted, agentID)
+	tu.ext.proc.injectSettled(agentID)
 	if i := r.pendingIndex(id); i >= 0 {
 		r.deliver([]*opencode.Input{r.pending[i]}, false)
 		tu.ext.split = true
@@ -199,7 +239,7 @@ func (r *runner) extRevokeAll(tu *turn) {
 		r.m.wg.Add(1)
 		go func() {
 			defer r.m.wg.Done()
-			err := r.m.ext.revokeInject(e, agentID)
+			err := r.m.ext.revokeInject(e, agentID, steerTimeout)
 			r.post(streamMsg{ext: &extMsg{tu: tu, steered: &extSteered{id: id, agentID: agentID, revoke: true, err: err}}})
 		}()
 	}
@@ -213,6 +253,7 @@ func (r *runner) extRevoked(s *extSteered) {
 		return // its user_message came meanwhile: delivered
 	}
 	delete(tu.ext.accepted, s.agentID)
+	tu.ext.proc.injectSettled(s.agentID)
 	i := r.pendingIndex(s.id)
 	switch {
 	case i < 0:

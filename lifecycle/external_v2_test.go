@@ -194,3 +194,33 @@ func TestExternalAgentV2Negotiation(t *testing.T) {
 		})
 	}
 }
+
+// TestExternalAgentInjectV2Abort: an abort while a steer is accepted by
+// the v2 agent and not delivered asks it back before session/cancel (the
+// agent would otherwise deliver it once idle, in work nobody follows);
+// the steer, which the agent held, is delivered into the aborted turn,
+// never left pending nor revoked by us, and never prompted again.
+func TestExternalAgentInjectV2Abort(t *testing.T) {
+	srv, c, sid, id := steeredSession(t, v2Stub, acpstub.Hold)
+	checkFor(t, 20*time.Second, "the inject accepted", func() bool { return len(stubSteers(t, srv)) >= 1 })
+	c.must("POST", "/session/"+sid+"/abort", nil, 200)
+	c.waitIdle(sid)
+	checkFor(t, 20*time.Second, "the agent's cancel", func() bool { return len(stubSteers(t, srv)) >= 3 })
+	var got []string
+	for _, s := range stubSteers(t, srv) {
+		got = append(got, s.Method+":"+s.Outcome)
+	}
+	if want := []string{"session/inject:accepted", "session/revoke_inject:revoked", "session/cancel:"}; !slices.Equal(got, want) {
+		t.Errorf("the agent got %q, want %q", got, want)
+	}
+	if got, want := c.transcript(sid), []string{"user:" + acpstub.Steered, "assistant:before.", "user:" + acpstub.Hold}; !slices.Equal(got, want) {
+		t.Errorf("messages %q, want %q", got, want)
+	}
+	if got := c.inboxIDs("/api/session/" + sid + "/inbox"); len(got) != 0 {
+		t.Errorf("inbox after the abort: %v, want the steer delivered", got)
+	}
+	c.must("DELETE", "/api/session/"+sid+"/inbox/"+id, nil, 409)
+	if got := promptTexts(stubPrompts(t, srv.Directory)); !slices.Equal(got, []string{acpstub.Steered}) {
+		t.Errorf("the agent's prompts %q: the steer must not be prompted again", got)
+	}
+}

@@ -162,6 +162,11 @@ func MaybeServe() {
 		Notify: func(method string, _ json.RawMessage) {
 			if method == acpclient.MethodSessionCancel {
 				appendLine(CancelledFile, "cancel")
+				if a.v2.Load() {
+					// In order with the injects and revokes.
+					b, _ := json.Marshal(Steer{Method: method})
+					appendLine(SteersFile, string(b))
+				}
 				select {
 				case a.cancel <- struct{}{}:
 				default:
