@@ -72,7 +72,9 @@ func (x *externals) load(ctx context.Context, e *extProc, id string) error {
 // it (on the connection's reading goroutine: after the updates before it
 // were posted to the runner).
 func (e *extProc) stateUpdate(u acpclient.SessionUpdate) {
-	if !e.v2 || u.SessionUpdate != "state_update" {
+	// The kind first: e.v2 is set once initialize answered, and a
+	// state_update comes only in a prompt, well after.
+	if u.SessionUpdate != "state_update" || !e.v2 {
 		return
 	}
 	v := u.V2()
