@@ -24,22 +24,21 @@ import (
 // continues a stored session; steers go to it as session/inject mode
 // steer when it offers that (external_steer.go maps the answers).
 
-// initialize sends initialize, offering the version the config says
-// (v2's fields always beside v1's: an agent that speaks only v2 can read
-// it). An agent that refuses a v2 offer outright (an RPC error, not a
-// dead process) is asked again with v1.
+// initialize sends initialize, offering the version the config says,
+// v2's fields beside v1's (an agent that speaks only v2 can read it). An
+// agent that refuses that request outright (an RPC error, not a dead
+// process: a strict v1 agent, say) is asked again with v1's request alone.
 func (x *externals) initialize(ctx context.Context, e *extProc, offer int, req acpclient.InitializeRequest, res *json.RawMessage) error {
-	v2 := acpclient.InitializeRequestV2{InitializeRequest: req, Info: acpclient.Implementation{Name: "opencode-server", Version: "1"}}
-	if offer != acpclient.ProtocolVersion2 {
-		return e.p.Call(ctx, acpclient.MethodInitialize, v2, res)
+	both := acpclient.InitializeRequestV2{InitializeRequest: req, Info: acpclient.Implementation{Name: "opencode-server", Version: "1"}}
+	if offer == acpclient.ProtocolVersion2 {
+		both.ProtocolVersion = acpclient.ProtocolVersion2
 	}
-	v2.ProtocolVersion = acpclient.ProtocolVersion2
-	err := e.p.Call(ctx, acpclient.MethodInitialize, v2, res)
+	err := e.p.Call(ctx, acpclient.MethodInitialize, both, res)
 	var rpc *acpclient.RPCError
 	if errors.As(err, &rpc) {
-		x.m.log.Info("external agent refused ACP v2's initialize: asking with v1", "agent", e.agent, "err", err)
-		v2.ProtocolVersion = acpclient.ProtocolVersion
-		return e.p.Call(ctx, acpclient.MethodInitialize, v2, res)
+		x.m.log.Info("external agent refused initialize with v2's fields: asking with v1's alone", "agent", e.agent,
+			"offered", both.ProtocolVersion, "err", err)
+		return e.p.Call(ctx, acpclient.MethodInitialize, req, res)
 	}
 	return err
 }

@@ -224,3 +224,14 @@ func TestExternalAgentInjectV2Abort(t *testing.T) {
 		t.Errorf("the agent's prompts %q: the steer must not be prompted again", got)
 	}
 }
+
+// TestExternalAgentStrictInitialize: an agent that refuses initialize
+// because of v2's fields beside v1's (a strict v1 agent) is asked again
+// with v1's alone, and answers.
+func TestExternalAgentStrictInitialize(t *testing.T) {
+	_, c := externalServerEnv(t, "", map[string]string{acpstub.StrictEnv: "1"})
+	sid := c.newSession()
+	if got := c.externalPrompt(sid, "hello"); got.Info.Error != nil || got.text() != "echo: hello" {
+		t.Fatalf("answer of the strict agent: %+v %q", got.Info.Error, got.text())
+	}
+}

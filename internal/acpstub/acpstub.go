@@ -224,6 +224,9 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 	<-a.ready
 	switch method {
 	case acpclient.MethodInitialize:
+		if err := strictRefusal(params); err != nil {
+			return nil, err
+		}
 		if res, ok := a.initializeV2(params); ok {
 			return res, nil
 		}

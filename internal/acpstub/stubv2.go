@@ -28,6 +28,27 @@ const (
 	Tardy       = "tardy"
 )
 
+// StrictEnv=1 makes the stub a strict v1 agent: an initialize with
+// fields v1 does not have (v2's info and capabilities) is invalid params.
+const StrictEnv = "OPENCODE_SERVER_ACP_STUB_STRICT"
+
+// strictRefusal is the strict stub's refusal of an initialize it does not
+// know all of, nil when it takes it.
+func strictRefusal(params json.RawMessage) error {
+	var req map[string]json.RawMessage
+	if os.Getenv(StrictEnv) != "1" || json.Unmarshal(params, &req) != nil {
+		return nil
+	}
+	for k := range req {
+		switch k {
+		case "protocolVersion", "clientCapabilities", "clientInfo", "_meta":
+		default:
+			return &acpclient.RPCError{Code: acpclient.CodeInvalidParams, Message: "unknown field " + k}
+		}
+	}
+	return nil
+}
+
 // initializeV2 answers initialize as a v2 agent when V2Env is "1" (it
 // speaks only v2: it answers 2 whatever the client offers, as the
 // negotiation has an agent answer its latest version when it does not
