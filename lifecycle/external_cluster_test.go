@@ -108,11 +108,12 @@ func TestExternalAgentCluster(t *testing.T) {
 }
 
 // TestExternalAgentClusterMidTurn: A's lease is lost while its agent
-// answers (A lives on): A's agent process is stopped, B takes the session
-// over (its sweep finds the open turn), closes the cut-off turn as
+// answers (A lives on, under a new lease): A's agent process is stopped,
+// an instance takes the session over (B's sweep, or A's own under its new
+// lease: whichever finds the open turn first), closes the cut-off turn as
 // interrupted without sending it to the agent again, and the next prompt
-// (through A: forwarded to B) runs on B's process, which loads the agent's
-// session.
+// (through A) runs on the new owner's process, the only one, which loads
+// the agent's session.
 func TestExternalAgentClusterMidTurn(t *testing.T) {
 	pg := pgtest.Need(t)
 	dsn := pg.DSN(pg.FreshDB(t))
@@ -155,11 +156,12 @@ func TestExternalAgentClusterMidTurn(t *testing.T) {
 		t.Fatalf("prompt after the takeover: %+v %q", got.Info.Error, got.text())
 	}
 	pids = stubPIDs(dir)
-	if len(pids) != 2 || b.Manager.ExternalPID(sid) != pids[1] || alive(pids[0]) {
-		t.Errorf("agent processes %v (B's %d): want B's second one alone", pids, b.Manager.ExternalPID(sid))
+	pa, pb := a.Manager.ExternalPID(sid), b.Manager.ExternalPID(sid)
+	if len(pids) != 2 || alive(pids[0]) || !alive(pids[1]) || (pa == pids[1]) == (pb == pids[1]) || pa+pb != pids[1] {
+		t.Errorf("agent processes %v (A's %d, B's %d): want a second one alone, on one instance", pids, pa, pb)
 	}
 	if loads := stubLoads(dir); !slices.Equal(loads, []string{agentSession}) {
-		t.Errorf("session/load calls %v, want B's process to load %s", loads, agentSession)
+		t.Errorf("session/load calls %v, want the new owner's process to load %s", loads, agentSession)
 	}
 	var texts []string
 	for _, p := range stubPrompts(t, dir) {
