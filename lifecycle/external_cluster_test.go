@@ -171,3 +171,46 @@ func TestExternalAgentClusterMidTurn(t *testing.T) {
 		t.Errorf("the agent got prompts %q, want the cut-off one once, then the next", texts)
 	}
 }
+
+// TestExternalAgentClusterRelease: an owner that lets an idle session go
+// (its runner evicted, the claim released) stops the session's agent
+// process with it; the instance that takes the session next (B, through
+// which the next prompt comes) starts the only process, which loads the
+// agent session.
+func TestExternalAgentClusterRelease(t *testing.T) {
+	pg := pgtest.Need(t)
+	dsn := pg.DSN(pg.FreshDB(t))
+	dir := t.TempDir()
+	checkStubsGone(t, dir)
+	// A lets idle sessions go at once; B keeps them (what it runs stays
+	// put). A starts first: each server's leak check counts the goroutines
+	// started after it, and B's are gone by A's check.
+	opts := testserver.Options{Postgres: dsn, Config: externalConfig(""), Directory: dir, IdleTimeout: 300 * time.Millisecond}
+	a := testserver.Start(t, opts)
+	opts.IdleTimeout = 0
+	b := testserver.Start(t, opts)
+	t.Cleanup(a.Stop) // before B's leak check (see TestExternalAgentCluster)
+	ca, cb := newClient(t, a), newClient(t, b)
+	sid := ca.newSession()
+	if got := ca.externalPrompt(sid, "first"); got.Info.Error != nil || got.text() != "echo: first" {
+		t.Fatalf("first answer on A: %+v %q", got.Info.Error, got.text())
+	}
+	agentSession := ca.storedAgentSession(sid)
+	pids := stubPIDs(dir)
+	if len(pids) != 1 {
+		t.Fatalf("agent processes %v, want one", pids)
+	}
+	checkFor(t, 20*time.Second, "A's agent process stopped once A let the idle session go", func() bool {
+		return !alive(pids[0]) && a.Manager.ExternalPID(sid) == 0
+	})
+	if got := cb.externalPrompt(sid, "through b"); got.Info.Error != nil || got.text() != "echo: through b" {
+		t.Fatalf("answer through B: %+v %q", got.Info.Error, got.text())
+	}
+	pids = stubPIDs(dir)
+	if pa, pb := a.Manager.ExternalPID(sid), b.Manager.ExternalPID(sid); len(pids) != 2 || pb != pids[1] || pa != 0 {
+		t.Errorf("agent processes %v (A's %d, B's %d): want B's second one alone", pids, pa, pb)
+	}
+	if loads := stubLoads(dir); !slices.Equal(loads, []string{agentSession}) {
+		t.Errorf("session/load calls %v, want B's process to load %s", loads, agentSession)
+	}
+}

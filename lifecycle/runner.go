@@ -320,6 +320,7 @@ func (r *runner) evict() bool {
 	if cl := r.m.cl; cl != nil {
 		// Nothing of it lives in memory: any instance may take it.
 		cl.Release(context.Background(), r.id, r.epoch)
+		r.releasedExternal()
 	}
 	return true
 }
