@@ -31,7 +31,7 @@ func (r *runner) external(tu *turn) (agent.Agent, bool) {
 // message, and the prompt sent off the loop.
 func (r *runner) startExternal(a agent.Agent) {
 	tu := r.turn
-	tu.ext = &extTurn{sending: map[string]int64{}}
+	tu.ext = &extTurn{sending: map[string]int64{}, accepted: map[string]string{}, revoking: map[string]bool{}}
 	// In a tracked project the first message begins with the snapshot
 	// the agent's edits are measured from, taken off the loop before the
 	// prompt goes out (external_edits.go).
@@ -66,6 +66,7 @@ func (r *runner) startExternal(a agent.Agent) {
 	}
 	req := extReq{session: r.id, dir: r.sess.Directory, messageID: tu.parentID, parts: parts,
 		load: extSessionID(r.sess.Metadata, a.Name)}
+	req.history = r.extHistory(tu, req.load)
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()
@@ -185,10 +186,11 @@ func (r *runner) onExternal(e *extMsg) {
 		r.extSteer()
 	case e.steered != nil:
 		r.extSteered(e.steered)
-	case e.done && len(tu.ext.sending) > 0:
-		// Steers the agent has not answered yet: they may be in this
-		// turn; the end waits for them (extSteered).
+	case e.done && (len(tu.ext.sending) > 0 || len(tu.ext.accepted) > 0):
+		// Steers the agent has not answered (or, v2, not delivered) yet:
+		// they may be in this turn; the end waits for them (extSteered).
 		tu.ext.held = e
+		r.extReplay(tu)
 	case e.done:
 		r.extDone(e.stop, e.err)
 	case e.perm != nil:
@@ -282,6 +284,9 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 		}
 		r.extTool(r.turn.step, &u.ToolCall)
 	case "tool_call_update":
+		if r.turn.step.call(u.ToolCallID) == nil {
+			r.extSplit(u.MessageID) // v2: the first update of a call opens it
+		}
 		r.extTool(r.turn.step, &u.ToolCall)
 	case "plan":
 		r.extPlan(u.Entries)
@@ -299,6 +304,8 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 			r.extCostSeen = u.Cost.Amount
 			st.extCost += add
 		}
+	case "user_message", "plan_update", "tool_call_content_chunk":
+		r.extUpdateV2(u)
 	case "session_info_update":
 		if u.Title != nil && *u.Title != "" && *u.Title != r.sess.Title {
 			if _, err := r.update(opencode.SessionPatch{Title: u.Title}); err != nil {

@@ -77,6 +77,12 @@ func (r *runner) extReplay(tu *turn) {
 		r.onExternal(b)
 	}
 	if h := x.held; h != nil && ready() && len(x.buffered) == 0 {
+		if len(x.accepted) > 0 {
+			// v2: injects accepted and not delivered yet are asked back
+			// first (extRevokeAll); their answers replay from here.
+			r.extRevokeAll(tu)
+			return
+		}
 		x.held = nil
 		r.onExternal(h)
 	}
