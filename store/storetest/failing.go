@@ -25,6 +25,40 @@ type Failing struct {
 	silent bool
 	// reads is how many more history reads fail (FailReads).
 	reads int
+	// inputsDown: every input read fails (SetInputsDown).
+	inputsDown bool
+}
+
+// SetInputsDown makes every read of admitted inputs (GetInput,
+// InputStatus) fail with ErrReadTimeout until SetInputsDown(false): an
+// outage that the reads an admission makes meet, while the session's
+// own reads still work.
+func (f *Failing) SetInputsDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inputsDown = down
+}
+
+func (f *Failing) inputsFail() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inputsDown
+}
+
+// GetInput implements store.Store.
+func (f *Failing) GetInput(ctx context.Context, id string) (*opencode.Input, error) {
+	if f.inputsFail() {
+		return nil, ErrReadTimeout
+	}
+	return f.Store.GetInput(ctx, id)
+}
+
+// InputStatus implements store.Store.
+func (f *Failing) InputStatus(ctx context.Context, id string) (store.InputStatus, error) {
+	if f.inputsFail() {
+		return store.InputStatus{}, ErrReadTimeout
+	}
+	return f.Store.InputStatus(ctx, id)
 }
 
 // ErrReadTimeout is what a history read FailReads armed returns: the
