@@ -76,9 +76,9 @@ func (s *readsDown) Events(ctx context.Context, id string, after int64, limit in
 
 // TestReadsOutageTyped: every exported read of the core answers a store
 // outage as the core's EUnavailable, the store's error its cause, so each
-// front door says "retry". Before the one mapping ListSessions, Message,
-// MessagesPage and FindInput let the raw error out (internal, where a door
-// did not map it itself) and Input answered it as a 404.
+// front door says "retry". Before the one mapping ListSessions, FindInput
+// and Admit (its read of the message ID) let the raw error out (internal,
+// where a door did not map it itself) and Input answered it as a 404.
 func TestReadsOutageTyped(t *testing.T) {
 	ctx := context.Background()
 	st := &readsDown{Store: memory.New()}
