@@ -206,12 +206,13 @@ func (m *Manager) clearFailure(id, why string) {
 }
 
 // storeDown reports whether a runner that could not start (err) is worth
-// a retry in the background: the core's outage (unavailable: what
-// storeErr mapped, a session stopped after a failed write), rather than
-// an answer: a session another instance runs (an EUnavailable too, to a
-// client), one that is gone, a shutdown. An error storeErr left as it is
-// and that is no answer (a bad row, a bug) is retried too, as a failed
-// commit is: a retry costs a read, giving up strands the session's work.
+// a retry in the background. The core's outage is (unavailable: what
+// storeErr mapped, a session stopped after a failed write); an answer is
+// not: a session another instance runs (an EUnavailable to a client, but
+// served there), one that is gone, a shutdown. An error storeErr left as
+// it is and that is no answer (a bad row, a bug) is retried too, as a
+// failed commit is: a retry costs a read, giving up strands the session's
+// work.
 func storeDown(err error) bool {
 	var owned *store.OwnedError
 	var oe *opencode.Error

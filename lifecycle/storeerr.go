@@ -41,7 +41,8 @@ func unavailable(err error) bool {
 }
 
 // mappedStore is the store as the Manager holds it: every error through
-// storeErr.
+// storeErr. It names its store rather than embedding it, so a method
+// added to store.Store does not compile until it is mapped here.
 type mappedStore struct{ s store.Store }
 
 var _ store.Store = mappedStore{}
