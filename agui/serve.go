@@ -47,6 +47,13 @@ func (h *Handler) classify(err error) (errorKind, string) {
 	return k, oe.Message
 }
 
+// runError is the RUN_ERROR of a run that failed once streaming: its
+// code and message by the one table, as before the stream.
+func (h *Handler) runError(err error) *opencode.EventError {
+	k, msg := h.classify(err)
+	return &opencode.EventError{Type: k.code, Message: msg}
+}
+
 func (h *Handler) httpError(w http.ResponseWriter, err error) {
 	k, msg := h.classify(err)
 	w.Header().Set("Content-Type", "application/json")
@@ -193,7 +200,7 @@ func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *m
 	if len(pl.targets) > 0 && !pl.continued {
 		first, err := core.Input(ctx, in.ThreadID, pl.targets[0])
 		if err != nil {
-			mp.failure = &opencode.EventError{Type: "NOT_FOUND", Message: err.Error()}
+			mp.failure = h.runError(err)
 			return endError
 		}
 		// From the admission on: what comes before the first message's
@@ -203,7 +210,7 @@ func (h *Handler) follow(ctx context.Context, in *RunAgentInput, pl *plan, mp *m
 		for {
 			evs, err := core.Events(ctx, in.ThreadID, from, 500)
 			if err != nil {
-				mp.failure = &opencode.EventError{Type: "UNAVAILABLE", Message: "the session's log could not be read"}
+				mp.failure = h.runError(err)
 				return endError
 			}
 			for _, e := range evs {

@@ -198,8 +198,11 @@ func (m *Manager) Inbox(ctx context.Context, sessionID string) ([]*opencode.Inpu
 // Input returns one admitted input of a session.
 func (m *Manager) Input(ctx context.Context, sessionID, messageID string) (*opencode.Input, error) {
 	in, err := m.store.GetInput(ctx, messageID)
-	if err != nil || in.SessionID != sessionID {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && in.SessionID != sessionID) {
 		return nil, opencode.MessageNotFound(sessionID, messageID)
+	}
+	if err != nil {
+		return nil, err // an outage is not a 404
 	}
 	return in, nil
 }

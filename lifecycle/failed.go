@@ -205,10 +205,14 @@ func (m *Manager) clearFailure(id, why string) {
 	}
 }
 
-// storeDown reports whether err is the store failing to answer (cannot
-// be reached, full, past a deadline), worth a retry in the background,
-// rather than an answer: a session another instance runs, one that is
-// gone, a shutdown.
+// storeDown reports whether a runner that could not start (err) is worth
+// a retry in the background. The core's outage is (unavailable: what
+// storeErr mapped, a session stopped after a failed write); an answer is
+// not: a session another instance runs (an EUnavailable to a client, but
+// served there), one that is gone, a shutdown. An error storeErr left as
+// it is and that is no answer (a bad row, a bug) is retried too, as a
+// failed commit is: a retry costs a read, giving up strands the session's
+// work.
 func storeDown(err error) bool {
 	var owned *store.OwnedError
 	var oe *opencode.Error
@@ -217,7 +221,7 @@ func storeDown(err error) bool {
 		errors.Is(err, context.Canceled):
 		return false
 	case errors.As(err, &oe):
-		return oe.Code == opencode.EUnavailable
+		return unavailable(oe)
 	}
 	return true
 }

@@ -150,16 +150,17 @@ func admitError(err error, id string) error {
 		return &opencode.Error{Code: opencode.EConflict, Resource: "message", MessageID: id,
 			Message: "Message ID " + id + " is already in use", Cause: err}
 	}
+	if store.Unavailable(err) {
+		// The store could not be reached (an outage storeErr mapped, said
+		// here of the message): the write may have been made (see
+		// Manager.Admit); a retry with the same message ID is safe either
+		// way.
+		return &opencode.Error{Code: opencode.EUnavailable, MessageID: id, RetryAfter: storeRetryAfter,
+			Message: "Message " + id + " may not have been stored; retry the request with the same message ID", Cause: err}
+	}
 	var oe *opencode.Error
 	if errors.As(err, &oe) {
 		return err
-	}
-	if store.Unavailable(err) {
-		// The store could not be reached: the write may have been made
-		// (see Manager.Admit); a retry with the same message ID is safe
-		// either way.
-		return &opencode.Error{Code: opencode.EUnavailable, MessageID: id,
-			Message: "Message " + id + " may not have been stored; retry the request with the same message ID", Cause: err}
 	}
 	// The store refused the write: nothing was admitted; a retry with the
 	// same message ID is safe.

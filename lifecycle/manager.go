@@ -186,9 +186,15 @@ func New(cfg Config) *Manager {
 		cfg.MaxExternal = defaultMaxExternal
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, store: cfg.Store, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
+	// The store and cluster through the one mapping of their outages
+	// (storeerr.go): no read or write of the core lets a raw one out.
+	var cl store.Cluster
+	if cfg.Cluster != nil {
+		cl = mappedCluster{cfg.Cluster}
+	}
+	m := &Manager{cfg: cfg, store: mappedStore{cfg.Store}, bus: cfg.Bus, log: cfg.Logger, ctx: ctx, cancel: cancel,
 		runners: map[string]*runner{}, busy: map[string]bool{}, failed: map[string]*storeFailure{},
-		pace: failPace{failRetryFirst, failRetryMax, failTryEvery}, loading: map[string]chan struct{}{}, cl: cfg.Cluster,
+		pace: failPace{failRetryFirst, failRetryMax, failTryEvery}, loading: map[string]chan struct{}{}, cl: cl,
 		remotePerms: map[string]opencode.PermissionRequest{}, remoteQuestions: map[string]opencode.QuestionRequest{}, asks: map[string]*pendingAsk{}, questions: map[string]*pendingQuestion{},
 		specs: toolSpecs(cfg.Tools), ids: cfg.IDs}
 	m.ext = externals{m: m, procs: map[string]*extProc{}}
@@ -547,9 +553,10 @@ func (m *Manager) do(ctx context.Context, sessionID string, f func(r *runner)) e
 	}
 }
 
-// mapStoreErr turns a store error about session sessionID into a core
-// error that says what it was about, keeping the store's error as its
-// cause (for the log).
+// mapStoreErr turns a store's answer about session sessionID (not found,
+// conflict) into a core error that says what it was about, keeping the
+// store's error as its cause (for the log). Outages are mapped already,
+// as the store gave them (storeErr).
 func mapStoreErr(err error, sessionID string) error {
 	var oe *opencode.Error
 	var pc *store.PartConflictError
@@ -568,9 +575,6 @@ func mapStoreErr(err error, sessionID string) error {
 	case errors.Is(err, store.ErrConflict):
 		return &opencode.Error{Code: opencode.EConflict, SessionID: sessionID, Resource: "session",
 			Message: "Session " + sessionID + " changed under this request: " + err.Error(), Cause: err}
-	case store.Unavailable(err):
-		return &opencode.Error{Code: opencode.EUnavailable, SessionID: sessionID, Cause: err,
-			Message: "The store cannot be reached or written now; retry the request"}
 	}
 	return err
 }

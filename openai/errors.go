@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/opencode-server/opencode-server/opencode"
-	"github.com/opencode-server/opencode-server/store"
 )
 
 // apiError is OpenAI's error object, the value of {"error": ...}.
@@ -48,10 +47,8 @@ func (h *Handler) WriteError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	var oe *opencode.Error
 	if !errors.As(err, &oe) {
+		// The core maps store outages itself: anything untyped is a bug.
 		oe = &opencode.Error{Code: opencode.EInternal, Cause: err}
-		if store.Unavailable(err) {
-			oe = &opencode.Error{Code: opencode.EUnavailable, Cause: err, Message: "The store cannot be reached now; retry the request"}
-		}
 	}
 	k := opencode.KindOf(oe.Code)
 	body := apiError{Message: oe.Message, Type: k.OpenAI}

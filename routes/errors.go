@@ -8,7 +8,6 @@ import (
 	"strconv"
 
 	"github.com/opencode-server/opencode-server/opencode"
-	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/vcs"
 )
 
@@ -39,14 +38,17 @@ func writeError(w http.ResponseWriter, r *http.Request, fam family, log *slog.Lo
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client is gone; nobody reads an answer
 	}
+	// The core maps its store's outages itself (lifecycle/storeerr.go), as
+	// every front door sees them: an error that is no *opencode.Error is
+	// a bug, internal. The one exception is routes' own: the project
+	// registry, which routes calls without the core, could not save.
 	var oe *opencode.Error
 	if !errors.As(err, &oe) {
 		oe = &opencode.Error{Code: opencode.EInternal, Cause: err}
 		var se *vcs.SaveError
-		if store.Unavailable(err) || errors.As(err, &se) {
-			// A store that cannot be reached is not our bug: 503, retry.
+		if errors.As(err, &se) {
 			oe = &opencode.Error{Code: opencode.EUnavailable, Cause: err,
-				Message: "The store cannot be reached or written now; retry the request"}
+				Message: "The project registry cannot be written now; retry the request"}
 		}
 	}
 	k := opencode.KindOf(oe.Code) // the one table (opencode.Kinds): HTTP, v1, v2 columns

@@ -54,10 +54,9 @@ func TestErrorShapes(t *testing.T) {
 		{&opencode.Error{Code: opencode.ETooMany, Message: "many"}, 429, "TooManyRequestsError", "TooManyRequestsError", nil, false},
 		{&opencode.Error{Code: opencode.EForbidden, Message: "no"}, 403, "ForbiddenError", "ForbiddenError", nil, false},
 		{cause, 500, "UnknownError", "UnknownError", nil, true},
-		// A store that cannot be reached (a refused connection, a full
-		// disk) is a 503, not our bug.
-		{fmt.Errorf("get session: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), 503, "ServiceUnavailableError", "ServiceUnavailableError", nil, false},
-		{fmt.Errorf("commit: %w", syscall.ENOSPC), 503, "ServiceUnavailableError", "ServiceUnavailableError", nil, false},
+		// The core types a store outage itself (lifecycle's storeErr): a
+		// raw one reaching routes would be a bug, answered as internal.
+		{fmt.Errorf("get session: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), 500, "UnknownError", "UnknownError", nil, true},
 	} {
 		h := routes.New(routes.Config{Manager: failingCore{err: c.err}, Directory: t.TempDir()})
 		for _, path := range []string{"/session/ses_x", "/api/session/ses_x"} {
@@ -114,8 +113,7 @@ func TestErrorLogLevels(t *testing.T) {
 	}{
 		{"unavailable", &opencode.Error{Code: opencode.EUnavailable, Message: "retry"}, "WARN"},
 		{"retry after", &opencode.Error{Code: opencode.EUnavailable, Message: "retried in 7 s", RetryAfter: 7}, "WARN"},
-		{"disk full", fmt.Errorf("commit: %w", syscall.ENOSPC), "WARN"},
-		{"refused", fmt.Errorf("get session: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), "WARN"},
+		{"untyped outage", fmt.Errorf("commit: %w", syscall.ENOSPC), "ERROR"}, // the core types it: see above
 		{"internal", errors.New("a bug"), "ERROR"},
 		{"internal code", &opencode.Error{Code: opencode.EInternal, Message: "broken"}, "ERROR"},
 		{"not found", opencode.SessionNotFound("ses_x"), ""},

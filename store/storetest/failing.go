@@ -25,30 +25,79 @@ type Failing struct {
 	silent bool
 	// reads is how many more history reads fail (FailReads).
 	reads int
+	// inputsDown: every input read fails (SetInputsDown).
+	inputsDown bool
+}
+
+// SetInputsDown makes every read of admitted inputs (GetInput,
+// InputStatus) fail with ErrReadTimeout until SetInputsDown(false): an
+// outage that the reads an admission makes meet, while the session's
+// own reads still work.
+func (f *Failing) SetInputsDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inputsDown = down
+}
+
+func (f *Failing) inputsFail() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inputsDown
+}
+
+// GetInput implements store.Store.
+func (f *Failing) GetInput(ctx context.Context, id string) (*opencode.Input, error) {
+	if f.inputsFail() {
+		return nil, ErrReadTimeout
+	}
+	return f.Store.GetInput(ctx, id)
+}
+
+// InputStatus implements store.Store.
+func (f *Failing) InputStatus(ctx context.Context, id string) (store.InputStatus, error) {
+	if f.inputsFail() {
+		return store.InputStatus{}, ErrReadTimeout
+	}
+	return f.Store.InputStatus(ctx, id)
 }
 
 // ErrReadTimeout is what a history read FailReads armed returns: the
 // store did not answer in time.
 var ErrReadTimeout = fmt.Errorf("storetest: the history read timed out: %w", context.DeadlineExceeded)
 
-// FailReads makes the next n history reads (ListMessages) fail with
-// ErrReadTimeout, as a database that is slow just after a start.
+// FailReads makes the next n history reads (ListMessages, MessagesPage)
+// fail with ErrReadTimeout, as a database that is slow just after a start.
 func (f *Failing) FailReads(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads = n
 }
 
-// ListMessages implements store.Store.
-func (f *Failing) ListMessages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error) {
+// readFails takes one of the history reads FailReads armed, if any.
+func (f *Failing) readFails() bool {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.reads > 0 {
 		f.reads--
-		f.mu.Unlock()
+		return true
+	}
+	return false
+}
+
+// ListMessages implements store.Store.
+func (f *Failing) ListMessages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error) {
+	if f.readFails() {
 		return nil, ErrReadTimeout
 	}
-	f.mu.Unlock()
 	return f.Store.ListMessages(ctx, sessionID)
+}
+
+// MessagesPage implements store.Store.
+func (f *Failing) MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error) {
+	if f.readFails() {
+		return nil, ErrReadTimeout
+	}
+	return f.Store.MessagesPage(ctx, sessionID, q)
 }
 
 // SetSilent makes every commit wait for its context to end, as a
