@@ -80,6 +80,11 @@ func (m mappedStore) ListMessages(ctx context.Context, sessionID string) ([]open
 	return msgs, storeErr(err)
 }
 
+func (m mappedStore) MessageSession(ctx context.Context, messageID string) (string, error) {
+	id, err := m.s.MessageSession(ctx, messageID)
+	return id, storeErr(err)
+}
+
 func (m mappedStore) GetMessage(ctx context.Context, sessionID, messageID string) (opencode.MessageWithParts, error) {
 	mp, err := m.s.GetMessage(ctx, sessionID, messageID)
 	return mp, storeErr(err)
