@@ -99,6 +99,7 @@ const (
 	statusCompleted  = "completed"
 	statusFailed     = "failed"
 	statusCancelled  = "cancelled"
+	statusIncomplete = "incomplete"
 )
 
 // header is the response object of an input before its turn's messages
@@ -161,12 +162,22 @@ func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, err
 	// user message having been shown while that turn ran) to the one
 	// recorded as its answer, or all so far while it runs. Turns of a
 	// session do not overlap, so nothing in between is another's.
+	// A steer delivered into the turn after the response's input ends the
+	// response there (incomplete, "steered"): the steps after it are its
+	// successor's, the response whose ID is the steer's.
 	var steps []opencode.MessageWithParts
+	steered := false
 	if start >= 0 && in.Answer != in.ID {
 		begun := false
 		for _, m := range conv[start+1:] {
 			if m.Info.Role != opencode.Assistant {
-				continue // a steer delivered into the turn, or a later input shown
+				if steered, err = h.steeredBy(ctx, in, m.Info.ID); err != nil {
+					return nil, err
+				}
+				if steered {
+					break
+				}
+				continue // a later input shown, or a core's synthetic message
 			}
 			if !begun && m.Info.ParentID != in.ID && m.Info.ID != in.Answer {
 				continue
@@ -195,7 +206,7 @@ func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, err
 	}
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	r.Usage = &u
-	if in.Answer == "" {
+	if in.Answer == "" && !steered {
 		return r, nil // still running
 	}
 	r.Status = statusCompleted
@@ -206,6 +217,10 @@ func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, err
 			done := *c / 1000
 			r.CompletedAt = &done
 		}
+	}
+	if steered {
+		r.Status, r.IncompleteDetails = statusIncomplete, &incompleteDetails{Reason: "steered"}
+		return r, nil
 	}
 	if last != nil && last.Error != nil {
 		if last.Error.Name == "MessageAbortedError" {

@@ -75,14 +75,22 @@ type itemStream struct {
 
 // streamer maps a session's events to one response's stream.
 type streamer struct {
-	w    http.ResponseWriter
-	rc   *http.ResponseController
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	// emit, if set, sends each event instead of w (the WebSocket mode).
+	emit func(typ string, b []byte) error
 	err  error
 	seq  int64
 	id   string // the response: its user message
 	mine bool   // the user message was delivered: its turn runs
-	over bool   // a later queued turn began: ours is over
-	last int64  // the last durable event's sequence mapped
+	over bool   // a later queued turn began, or a steer was delivered: ours is over
+	// successor is the steer whose delivery ended the response: the
+	// response that carries the rest of the turn.
+	successor string
+	// settle, if set, runs before a steered response's terminal event,
+	// with the steer's ID (the WebSocket answers the steer first).
+	settle func(steer string)
+	last   int64 // the last durable event's sequence mapped
 	// items are the output items in order, by message ID in byMsg.
 	items []*itemStream
 	byMsg map[string]*itemStream
@@ -96,6 +104,10 @@ func (s *streamer) write(typ string, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		s.err = err
+		return
+	}
+	if s.emit != nil {
+		s.err = s.emit(typ, b)
 		return
 	}
 	if _, s.err = s.w.Write([]byte("event: " + typ + "\ndata: " + string(b) + "\n\n")); s.err == nil {
@@ -205,6 +217,10 @@ func (s *streamer) add(e *opencode.Event, replay bool) {
 			s.mine = true
 		case s.mine && p.Delivery == opencode.Queue:
 			s.over = true // the next turn is another response's
+		case s.mine && p.Delivery == opencode.Steer:
+			// Steered: the rest of the turn is the steer's response (or,
+			// if our turn ended first, the steer starts the next turn).
+			s.over, s.successor = true, p.MessageID
 		}
 		return
 	}
@@ -247,9 +263,10 @@ func (s *streamer) readLog(ctx context.Context, core Core, sid string) error {
 	return nil
 }
 
-// drain maps what the subscription holds now, without waiting.
+// drain maps what the subscription holds now, without waiting, up to
+// the end of the response (what follows is a successor's).
 func (s *streamer) drain(sub *eventbus.Subscription) {
-	for {
+	for !s.over {
 		select {
 		case e, ok := <-sub.C:
 			if !ok {
@@ -265,17 +282,33 @@ func (s *streamer) drain(sub *eventbus.Subscription) {
 
 // stream serves a response as OpenAI's server-sent events: created and
 // in_progress, then its turn's output items as they run, then
-// response.completed (or .failed) with the response read from the
-// session. A retried request (existed) first reads its turn from the log.
+// response.completed (or .incomplete, .failed) with the response read
+// from the session. A retried request (existed) first reads its turn from
+// the log.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.Input, existed bool, sub *eventbus.Subscription) {
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	core := h.o.Core
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &streamer{w: w, rc: http.NewResponseController(w), id: in.ID, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{}}
+	s := newStreamer(in.ID)
+	s.w, s.rc = w, http.NewResponseController(w)
+	h.follow(r.Context(), s, in, existed, sub)
+}
+
+func newStreamer(id string) *streamer {
+	return &streamer{id: id, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{}}
+}
+
+// follow streams one response on s until its terminal event: created and
+// in_progress, its output items, then the terminal event. A successor's
+// streamer comes with mine set and the log position of its delivery (its
+// predecessor's stream mapped the events up to there). It reports
+// whether the terminal event went out; s.successor then names the steer
+// that ended the response, if one did.
+func (h *Handler) follow(ctx context.Context, s *streamer, in *opencode.Input, existed bool, sub *eventbus.Subscription) bool {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	core := h.o.Core
 	start := header(in)
 	start.Status = statusInProgress
 	s.response("response.created", start)
@@ -288,8 +321,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.In
 		_, err := core.Wait(ctx, in.SessionID, in.ID)
 		ended <- err
 	}()
-	// What the log holds before the admission is not this response's.
-	s.last = max(in.AdmittedSeq-1, 0)
+	if !s.mine {
+		// What the log holds before the admission is not this response's.
+		s.last = max(in.AdmittedSeq-1, 0)
+	}
 	if existed {
 		if err := s.readLog(ctx, core, in.SessionID); err != nil {
 			h.o.Logger.Warn("openai: the session's log could not be read", "session", in.SessionID, "err", err)
@@ -299,7 +334,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.In
 	defer heartbeat.Stop()
 	live := sub.C
 loop:
-	for s.err == nil {
+	for s.err == nil && !s.over {
 		select {
 		case e, ok := <-live:
 			if !ok {
@@ -312,21 +347,23 @@ loop:
 			break loop
 		case <-heartbeat.C:
 			// A comment keeps proxies from closing a quiet stream; the
-			// SDKs' SSE decoders skip it.
-			if _, s.err = w.Write([]byte(": keep-alive\n\n")); s.err == nil {
-				s.err = s.rc.Flush()
+			// SDKs' SSE decoders skip it (the WebSocket has its own pings).
+			if s.emit == nil {
+				if _, s.err = s.w.Write([]byte(": keep-alive\n\n")); s.err == nil {
+					s.err = s.rc.Flush()
+				}
 			}
 		case <-ctx.Done():
-			return // the client left: its turn goes on in the core
+			return false // the client left: its turn goes on in the core
 		case <-h.o.Done:
-			return
+			return false
 		}
 	}
 	if s.err != nil {
 		if !errors.Is(s.err, context.Canceled) {
 			h.o.Logger.Debug("openai: the client left the stream", "response", in.ID, "err", s.err)
 		}
-		return
+		return false
 	}
 	s.drain(sub)
 	if err := s.readLog(ctx, core, in.SessionID); err != nil {
@@ -342,12 +379,18 @@ loop:
 		final.Status = statusFailed
 		final.Error = &responseError{Code: "server_error", Message: "the response could not be read; GET /v1/responses/" + in.ID + " has it"}
 	}
+	if s.successor != "" && s.settle != nil {
+		s.settle(s.successor)
+	}
 	switch final.Status {
 	case statusCompleted:
 		s.response("response.completed", final)
+	case statusIncomplete:
+		s.response("response.incomplete", final)
 	default:
 		s.response("response.failed", final)
 	}
+	return s.err == nil
 }
 
 // final reads a response once its turn ended.
