@@ -178,8 +178,17 @@ func TestWebSocketSteer(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs = recvUntil(t, ctx, conn, func(ev responses.ResponsesServerEventUnion) bool {
-		return ev.Type == "response.completed" || ev.Type == "response.failed"
+		return ev.Type == "response.created" || ev.Type == "response.failed"
 	})
+	// While the successor runs, the steered response is no longer the
+	// one to steer.
+	if err := conn.Send(ctx, responses.ResponsesClientEventParamOfResponseSteer("steer the old one", aID)); err != nil {
+		t.Fatal(err)
+	}
+	evs = append(evs, recvUntil(t, ctx, conn, func(ev responses.ResponsesServerEventUnion) bool {
+		return ev.Type == "response.completed" || ev.Type == "response.failed"
+	})...)
+	superseded := false
 	at := map[string]int{}
 	var steerID string
 	for i, ev := range evs {
@@ -197,6 +206,9 @@ func TestWebSocketSteer(t *testing.T) {
 				t.Errorf("incomplete %s", ev.RawJSON())
 			}
 			at["incomplete"] = i
+		case "response.steer.failed":
+			f := ev.AsResponseSteerFailedEvent()
+			superseded = f.Error.Code == "response_not_active" && f.Steer.PreviousResponseID == aID && f.Steer.ID == ""
 		case "response.created":
 			if ev.AsResponseCreated().Response.ID != steerID {
 				t.Errorf("created %s; the successor is the steer %s", ev.RawJSON(), steerID)
@@ -208,6 +220,9 @@ func TestWebSocketSteer(t *testing.T) {
 	succ := last.AsResponseCompleted().Response
 	if last.Type != "response.completed" || succ.ID != steerID || succ.OutputText() != "You said: change of plan" || succ.PreviousResponseID != aID {
 		t.Fatalf("the turn ends %s", last.RawJSON())
+	}
+	if !superseded {
+		t.Errorf("a steer of the steered response while its successor ran was not refused response_not_active")
 	}
 	if _, ok := at["accepted"]; !ok || at["accepted"] > at["incomplete"] || at["incomplete"] > at["created"] {
 		t.Errorf("order accepted %d, incomplete %d, successor created %d", at["accepted"], at["incomplete"], at["created"])
@@ -436,5 +451,94 @@ func TestWebSocketRefusals(t *testing.T) {
 	var e apiError
 	if code != 400 || json.Unmarshal(raw, &e) != nil || e.Error == nil || e.Error.Type != "invalid_request_error" {
 		t.Errorf("GET without an upgrade: %d %s", code, raw)
+	}
+}
+
+// TestWebSocketSteerRefused: a steer of a response still queued behind
+// another turn is response_not_active; steers beyond the bound are
+// too_many_pending_steers; accepted steers an abort takes back (the
+// response's cancel) are answered response.steer.failed under their
+// steering IDs, never left accepted and lost; the queued response runs
+// after.
+func TestWebSocketSteerRefused(t *testing.T) {
+	// Each model call streams for about 10 s.
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 100, Delay: 100 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	conn := connect(t, ctx, sdkClient(srv, "none"))
+	if err := conn.Create(ctx, createParams("running task", "", "a")); err != nil {
+		t.Fatal(err)
+	}
+	evs := recvUntil(t, ctx, conn, isType("response.output_text.delta"))
+	aID := evs[0].AsResponseCreated().Response.ID
+	if err := conn.Create(ctx, createParams("queued task", aID, "b")); err != nil {
+		t.Fatal(err)
+	}
+	evs = recvUntil(t, ctx, conn, func(ev responses.ResponsesServerEventUnion) bool {
+		return ev.Type == "response.created" && ev.AsResponseCreated().Response.ID != aID
+	})
+	bID := evs[len(evs)-1].AsResponseCreated().Response.ID
+
+	steer := func(target, text string) {
+		t.Helper()
+		if err := conn.Send(ctx, responses.ResponsesClientEventParamOfResponseSteer(text, target)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func() responses.ResponsesServerEventUnion {
+		t.Helper()
+		evs := recvUntil(t, ctx, conn, func(ev responses.ResponsesServerEventUnion) bool { return strings.HasPrefix(ev.Type, "response.steer.") })
+		return evs[len(evs)-1]
+	}
+	steer(bID, "not yet")
+	if ev := answer(); ev.Type != "response.steer.failed" || ev.AsResponseSteerFailedEvent().Error.Code != "response_not_active" {
+		t.Fatalf("a steer of the queued response: %s", ev.RawJSON())
+	}
+	accepted := map[string]bool{}
+	for i := range 17 {
+		steer(aID, "steer "+string(rune('a'+i)))
+		ev := answer()
+		if i < 16 {
+			a := ev.AsResponseSteerAcceptedEvent()
+			if ev.Type != "response.steer.accepted" || a.StreamID != "a" {
+				t.Fatalf("steer %d: %s", i, ev.RawJSON())
+			}
+			accepted[a.Steer.ID] = true
+			continue
+		}
+		if ev.Type != "response.steer.failed" || ev.AsResponseSteerFailedEvent().Error.Code != "too_many_pending_steers" {
+			t.Fatalf("the 17th steer: %s", ev.RawJSON())
+		}
+	}
+	if code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses/"+aID+"/cancel", nil, nil); code != 200 {
+		t.Fatalf("cancel: %d %s", code, raw)
+	}
+	// The cancelled response ends; each accepted steer is answered failed;
+	// the queued response runs to its end.
+	var cancelled, bDone bool
+	for !(cancelled && bDone && len(accepted) == 0) {
+		ev := recvUntil(t, ctx, conn, func(responses.ResponsesServerEventUnion) bool { return true })[0]
+		switch ev.Type {
+		case "response.failed":
+			r := ev.AsResponseFailed().Response
+			cancelled = cancelled || (r.ID == aID && r.Status == "cancelled")
+		case "response.steer.failed":
+			f := ev.AsResponseSteerFailedEvent()
+			if !accepted[f.Steer.ID] || f.Error.Code != "response_not_active" || f.Steer.PreviousResponseID != aID {
+				t.Fatalf("steer failed: %s", ev.RawJSON())
+			}
+			delete(accepted, f.Steer.ID)
+		case "response.completed":
+			r := ev.AsResponseCompleted().Response
+			if r.ID != bID || r.OutputText() != "You said: queued task" {
+				t.Fatalf("completed: %s", ev.RawJSON())
+			}
+			bDone = true
+		case "response.created":
+			t.Fatalf("a successor after the cancel: %s", ev.RawJSON())
+		}
+	}
+	if calls := srv.Model.Calls(); len(calls) != 2 || lastUser(calls[1]) != "queued task" {
+		t.Errorf("%d model calls: the revoked steers reached the model", len(calls))
 	}
 }
