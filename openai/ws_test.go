@@ -487,7 +487,9 @@ func TestWebSocketSteerRefused(t *testing.T) {
 	}
 	answer := func() responses.ResponsesServerEventUnion {
 		t.Helper()
-		evs := recvUntil(t, ctx, conn, func(ev responses.ResponsesServerEventUnion) bool { return strings.HasPrefix(ev.Type, "response.steer.") })
+		evs := recvUntil(t, ctx, conn, func(ev responses.ResponsesServerEventUnion) bool {
+			return strings.HasPrefix(ev.Type, "response.steer.")
+		})
 		return evs[len(evs)-1]
 	}
 	steer(bID, "not yet")
