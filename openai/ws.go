@@ -93,8 +93,10 @@ func (c *socket) serve() {
 		defer c.wg.Done()
 		select {
 		case <-c.h.o.Done:
-			c.cancel()
+			// The close frame first (Close is bounded by its own
+			// handshake timeout), then everything of the socket stops.
 			_ = c.ws.Close(websocket.StatusGoingAway, "server closing")
+			c.cancel()
 		case <-c.ctx.Done():
 		}
 	}()

@@ -544,3 +544,41 @@ func TestWebSocketSteerRefused(t *testing.T) {
 		t.Errorf("%d model calls: the revoked steers reached the model", len(calls))
 	}
 }
+
+// TestWebSocketShutdown: the server's shutdown closes a socket with
+// 1001 while its response streams (the leak check then finds nothing of
+// it left).
+func TestWebSocketShutdown(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: slowModel()})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/responses", &websocket.DialOptions{HTTPClient: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type": "response.create", "input": "long one"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("before the first delta: %v", err)
+		}
+		if strings.Contains(string(data), `"response.output_text.delta"`) {
+			break
+		}
+	}
+	stopped := make(chan struct{})
+	go func() { srv.Stop(); close(stopped) }()
+	for {
+		_, _, err := ws.Read(ctx)
+		if err != nil {
+			if code := websocket.CloseStatus(err); code != websocket.StatusGoingAway {
+				t.Errorf("closed with %d (%v), want 1001", code, err)
+			}
+			break
+		}
+	}
+	<-stopped
+}
