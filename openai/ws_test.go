@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -581,4 +582,67 @@ func TestWebSocketShutdown(t *testing.T) {
 		}
 	}
 	<-stopped
+}
+
+// TestWebSocketSteerRace: steers sent as a response's turn is ending
+// (a fast model: its single model call is over in milliseconds) are
+// either accepted and then delivered, streamed as the successor whose
+// model call is sent the steer, or refused response_already_completed
+// with nothing admitted: never accepted and lost, never refused and run.
+func TestWebSocketSteerRace(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 3, Delay: 2 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	conn := connect(t, ctx, sdkClient(srv, "none"))
+	prev, sid := "", ""
+	outcomes := map[string]int{}
+	for i := range 20 {
+		if err := conn.Create(ctx, createParams("task "+strconv.Itoa(i), prev, "")); err != nil {
+			t.Fatal(err)
+		}
+		first := recvUntil(t, ctx, conn, isType("response.created"))
+		id := first[len(first)-1].AsResponseCreated().Response.ID
+		text := "steer " + strconv.Itoa(i)
+		if err := conn.Send(ctx, responses.ResponsesClientEventParamOfResponseSteer(text, id)); err != nil {
+			t.Fatal(err)
+		}
+		answer, last := "", responses.Response{}
+		var steerID string
+		recvUntil(t, ctx, conn, func(ev responses.ResponsesServerEventUnion) bool {
+			switch ev.Type {
+			case "response.steer.accepted":
+				answer, steerID = "accepted", ev.AsResponseSteerAcceptedEvent().Steer.ID
+			case "response.steer.failed":
+				answer = ev.AsResponseSteerFailedEvent().Error.Code
+			case "response.completed":
+				last = ev.AsResponseCompleted().Response
+			}
+			return answer != "" && last.ID != "" && (answer != "accepted" || last.ID == steerID)
+		})
+		outcomes[answer]++
+		sid, prev = last.Conversation.ID, last.ID
+		steered := false
+		for _, m := range messages(t, srv.URL, sid) {
+			for _, p := range m.Parts {
+				steered = steered || (m.Info.Role == "user" && p.Text == text)
+			}
+		}
+		switch answer {
+		case "accepted":
+			if last.OutputText() != "You said: "+text || !steered {
+				t.Fatalf("round %d: accepted, the turn ended %s %q", i, last.ID, last.OutputText())
+			}
+		case "response_already_completed":
+			if last.ID != id || steered {
+				t.Fatalf("round %d: refused, yet the session holds the steer (or %s is not %s)", i, last.ID, id)
+			}
+		default:
+			t.Fatalf("round %d: the steer was answered %s", i, answer)
+		}
+	}
+	calls := srv.Model.Calls()
+	if want := 20 + outcomes["accepted"]; len(calls) != want {
+		t.Errorf("%d model calls; want %d (%v)", len(calls), want, outcomes)
+	}
+	t.Logf("outcomes: %v", outcomes)
 }
