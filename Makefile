@@ -4,7 +4,7 @@ FUZZTIME ?= 10s
 # Bounds minimizing a new input (the default 60 s can outlast FUZZTIME many times).
 FUZZMINTIME ?= 2s
 
-.PHONY: run build test test-short fuzz vet lint proto bench bench-compare bench-yardstick bench-profile
+.PHONY: run build test test-short fuzz vet lint proto bench bench-compare bench-yardstick bench-profile bench-check
 
 run:
 	$(GO) run ./cmd/opencode-server
@@ -59,6 +59,11 @@ bench-compare:
 # skipping the slow real server; see BENCHMARKS.md, "Yardstick".
 bench-yardstick:
 	ONLY=ours,yardstick bash bench/compare.sh
+
+# The floor (issue 35): ours within 2x of the yardstick, 15 MB at start, an
+# 8 MiB prompt within 8x; run before every submission, not in CI.
+bench-check:
+	bash bench/check.sh
 
 bench-profile:
 	bash bench/profile.sh

@@ -100,6 +100,9 @@ type conn struct {
 	log    *slog.Logger
 	// sent, if set, sees every frame written (tests validate them).
 	sent func([]byte)
+	// maxLine is maxLine (tests lower it: a 64 MiB line under -race on a
+	// loaded machine takes longer than any bound worth waiting for).
+	maxLine int
 
 	mu sync.Mutex
 	// inflight are the client's requests being handled, by ID, with the
@@ -119,7 +122,7 @@ type conn struct {
 }
 
 func newConn(r io.Reader, w io.Writer, h handler, log *slog.Logger) *conn {
-	return &conn{r: r, w: w, handle: h, log: log, eof: make(chan struct{}), broken: make(chan struct{}),
+	return &conn{r: r, w: w, handle: h, log: log, eof: make(chan struct{}), broken: make(chan struct{}), maxLine: maxLine,
 		inflight: map[string]context.CancelCauseFunc{}, calls: map[string]chan frame{}}
 }
 
@@ -208,11 +211,11 @@ func (c *conn) serve(ctx context.Context) error {
 	}()
 	br := bufio.NewReaderSize(c.r, 64<<10)
 	for {
-		line, tooLong, err := readLine(br, maxLine)
+		line, tooLong, err := readLine(br, c.maxLine)
 		if tooLong {
 			// The line is dropped, the connection lives on.
 			_ = c.write(frame{ID: json.RawMessage("null"), Error: &rpcError{Code: codeInvalidRequest,
-				Message: fmt.Sprintf("message too large: a line may hold at most %d bytes", maxLine)}})
+				Message: fmt.Sprintf("message too large: a line may hold at most %d bytes", c.maxLine)}})
 		} else if len(bytes.TrimSpace(line)) > 0 {
 			var f frame
 			if uerr := json.Unmarshal(line, &f); uerr != nil {

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -13,12 +14,15 @@ import (
 
 // pipeConn runs a conn on pipes with handler h; lines written by the
 // agent come out of the returned channel.
-func pipeConn(t *testing.T, h handler) (*conn, io.WriteCloser, <-chan string) {
+func pipeConn(t *testing.T, h handler, opts ...func(*conn)) (*conn, io.WriteCloser, <-chan string) {
 	t.Helper()
 	before := Goroutines()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	c := newConn(inR, outW, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, o := range opts {
+		o(c)
+	}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -39,8 +43,6 @@ func pipeConn(t *testing.T, h handler) (*conn, io.WriteCloser, <-chan string) {
 
 func next(t *testing.T, lines <-chan string) string {
 	t.Helper()
-	// A deadline, not a wait: TestLineLimit's 64 MiB line alone takes
-	// seconds under -race on a loaded machine.
 	select {
 	case l := <-lines:
 		return l
@@ -135,12 +137,14 @@ func TestLineLimit(t *testing.T) {
 	h := func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 		return json.RawMessage(params), nil
 	}
-	_, in, lines := pipeConn(t, h)
+	if maxLine < 1<<20 {
+		t.Fatalf("maxLine is %d: a prompt with an embedded file needs more", maxLine)
+	}
+	// The limit's logic, without 64 MiB through a pipe under -race.
+	const limit = 1 << 20
+	_, in, lines := pipeConn(t, h, func(c *conn) { c.maxLine = limit })
 	go func() {
-		big := make([]byte, maxLine+10)
-		for i := range big {
-			big[i] = 'x'
-		}
+		big := bytes.Repeat([]byte("x"), limit+10)
 		_, _ = in.Write(append(big, '\n'))
 		_, _ = in.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"echo","params":{"ok":1}}` + "\n"))
 	}()

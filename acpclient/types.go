@@ -82,6 +82,7 @@ type AuthenticateRequest struct {
 type AgentCapabilities struct {
 	LoadSession        bool               `json:"loadSession"`
 	PromptCapabilities PromptCapabilities `json:"promptCapabilities"`
+	MCPCapabilities    MCPCapabilities    `json:"mcpCapabilities"`
 }
 
 // PromptCapabilities are the content blocks a prompt may hold beyond text
@@ -278,6 +279,8 @@ type ToolCallContent struct {
 	Path    string        `json:"path,omitempty"`
 	OldText *string       `json:"oldText,omitempty"`
 	NewText string        `json:"newText,omitempty"`
+	// TerminalID: a terminal of terminal/create, shown with the call.
+	TerminalID string `json:"terminalId,omitempty"`
 }
 
 // ToolLocation is a file a tool call touches.

@@ -80,6 +80,10 @@ type ACPConfig struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// ProtocolVersion is the ACP version initialize offers: 1 (the
+	// default) or 2, the draft v2 with session/inject. An agent that
+	// answers 2 is spoken to in v2 either way.
+	ProtocolVersion int `json:"protocolVersion,omitempty"`
 }
 
 // CommandConfig is command.<name>: a prompt template run by /name.

@@ -12,20 +12,38 @@ import (
 
 // TestExternalOwnACPSteer: our own server in ACP mode (`opencode-server
 // acp`, a slow scripted model) is the external agent "inner" of an outer
-// server. Over HTTP a v1 steer mid-turn (prompt_async with delivery
-// steer) goes to the inner agent as _session/steering and is injected into
-// its running turn: in the outer's message list the steer's user message
-// (our ID) is followed by the inner model's answer to it, parented on it,
-// and the outer session ran one turn, not two (a steer held as a queued
-// input would have been the next turn's prompt).
+// server, spoken to in ACP v1 (its `_session/steering`) or, configured
+// with protocolVersion 2, in v2 (its session/inject). Over HTTP a v1 steer
+// mid-turn (prompt_async with delivery steer) goes to the inner agent by
+// that method and is delivered into its running turn: in the outer's
+// message list the steer's user message (our ID) is followed by the inner
+// model's answer to it, parented on it, and the outer session ran one
+// turn, not two (a steer held as a queued input would have been the next
+// turn's prompt).
 func TestExternalOwnACPSteer(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		version int
+		logs    []string // what the outer server's log says of the path taken
+	}{
+		{"v1 _session/steering", 0, nil},
+		{"v2 session/inject", 2, []string{"external agent speaks ACP v2", "accepted a steer (session/inject)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ownACPSteer(t, tc.version, tc.logs)
+		})
+	}
+}
+
+func ownACPSteer(t *testing.T, version int, logs []string) {
 	bin, _ := binaries(t)
 	project, home := t.TempDir(), t.TempDir()
 	// 40 chunks 100ms apart: a 4s turn to steer into, on a loaded machine.
 	args := []string{"acp", "--hostname", "127.0.0.1", "--port", "0", "--store", "sqlite", "--data", t.TempDir(),
 		"--directory", project, "--log-level", "warn", "--scripted-chunks", "40", "--scripted-delay", "100ms"}
-	srv := externalAgentServer(t, "inner", "opencode-server over ACP", map[string]any{"command": bin, "args": args,
+	srv := externalAgentServer(t, "inner", "opencode-server over ACP", map[string]any{"command": bin, "args": args, "protocolVersion": version,
 		"env": map[string]string{"HOME": home, "XDG_CONFIG_HOME": filepath.Join(home, ".config"),
 			"XDG_DATA_HOME": filepath.Join(home, ".local", "share")}}, project)
 	events := watchEvents(t, srv)
@@ -81,6 +99,15 @@ func TestExternalOwnACPSteer(t *testing.T) {
 		}
 		t.Fatalf("want the steer %s followed by the inner model's answer to it, parented on it; messages:\n%s",
 			steer, strings.Join(got, "\n"))
+	}
+	log := srv.stderr.String()
+	for _, l := range logs {
+		if !strings.Contains(log, l) {
+			t.Errorf("the server log lacks %q (steer %s); server log:\n%s", l, steer, log)
+		}
+	}
+	if v2 := strings.Contains(log, "speaks ACP v2"); v2 != (version == 2) {
+		t.Errorf("inner agent on ACP v2: %v, want %v", v2, version == 2)
 	}
 	idles := 0
 	for _, e := range events() {

@@ -159,7 +159,7 @@ func TestWebApp(t *testing.T) {
 		// and nothing in the page says when it is: the command is typed
 		// again until it has run.
 		typed := time.Time{}
-		checkFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		checkFor(t, 90*time.Second, 100*time.Millisecond, func() error {
 			got, err := os.ReadFile(out)
 			if err == nil && string(got) == "hi\n" {
 				return nil

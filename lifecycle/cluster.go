@@ -165,6 +165,7 @@ func (m *Manager) AskSession(requestID string) string {
 // lost stops every runner: the lease ran out, so other instances may have
 // claimed any of their sessions. Each stops as a fenced runner does.
 func (m *Manager) lost() {
+	m.ext.stopAll() // bounded: each kill waits a few seconds at most
 	m.mu.Lock()
 	rs := make([]*runner, 0, len(m.runners))
 	for _, r := range m.runners {

@@ -10,7 +10,15 @@ import (
 )
 
 func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	if p, ok := v.(opencode.PartUpdated); ok {
+		// It writes itself compact and escaped, its part's text once:
+		// encoding/json would copy a prompt of megabytes once more.
+		b, err = p.MarshalJSON()
+	} else {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		// Only our own types are encoded here; failing is a programming error.
 		panic("lifecycle: encode event: " + err.Error())

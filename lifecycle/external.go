@@ -31,8 +31,15 @@ func (r *runner) external(tu *turn) (agent.Agent, bool) {
 // message, and the prompt sent off the loop.
 func (r *runner) startExternal(a agent.Agent) {
 	tu := r.turn
-	tu.ext = &extTurn{sending: map[string]int64{}}
-	r.extStep("")
+	tu.ext = &extTurn{sending: map[string]int64{}, accepted: map[string]string{}, revoking: map[string]bool{}}
+	// In a tracked project the first message begins with the snapshot
+	// the agent's edits are measured from, taken off the loop before the
+	// prompt goes out (external_edits.go).
+	repo := r.repo()
+	st := r.extOpen("")
+	if repo == nil {
+		r.beginStep(st, "")
+	}
 	var parts []opencode.Part
 	for _, in := range tu.inputs {
 		for _, p := range in.Parts {
@@ -59,9 +66,13 @@ func (r *runner) startExternal(a agent.Agent) {
 	}
 	req := extReq{session: r.id, dir: r.sess.Directory, messageID: tu.parentID, parts: parts,
 		load: extSessionID(r.sess.Metadata, a.Name)}
+	req.history = r.extHistory(tu, req.load)
 	r.m.wg.Add(1)
 	go func() {
 		defer r.m.wg.Done()
+		if repo != nil {
+			r.extBegin(tu, st, repo)
+		}
 		stop, err := r.m.ext.prompt(tu.ctx, req, a, sink)
 		post(&extMsg{done: true, stop: stop, err: err})
 	}()
@@ -156,6 +167,9 @@ func (r *runner) onExternal(e *extMsg) {
 		return
 	}
 	tu := r.turn
+	if r.extMeasuring(e) {
+		return
+	}
 	if tu == nil || tu != e.tu || tu.step == nil {
 		// The turn ended (an abort): the agent's late words are dropped.
 		if e.update != nil {
@@ -172,10 +186,11 @@ func (r *runner) onExternal(e *extMsg) {
 		r.extSteer()
 	case e.steered != nil:
 		r.extSteered(e.steered)
-	case e.done && len(tu.ext.sending) > 0:
-		// Steers the agent has not answered yet: they may be in this
-		// turn; the end waits for them (extSteered).
+	case e.done && (len(tu.ext.sending) > 0 || len(tu.ext.accepted) > 0):
+		// Steers the agent has not answered (or, v2, not delivered) yet:
+		// they may be in this turn; the end waits for them (extSteered).
 		tu.ext.held = e
+		r.extReplay(tu)
 	case e.done:
 		r.extDone(e.stop, e.err)
 	case e.perm != nil:
@@ -188,8 +203,16 @@ func (r *runner) onExternal(e *extMsg) {
 }
 
 // extStep opens an assistant message of the external turn; extID is the
-// agent's ID of it ("" until it sends one).
+// agent's ID of it ("" until it sends one). It begins where the message
+// before it ended (its measured end snapshot).
 func (r *runner) extStep(extID string) *step {
+	st := r.extOpen(extID)
+	r.beginStep(st, r.turn.endSnap)
+	return st
+}
+
+// extOpen opens an assistant message of the external turn, not begun yet.
+func (r *runner) extOpen(extID string) *step {
 	now := r.m.now()
 	tu := r.turn
 	r.steps++
@@ -202,7 +225,6 @@ func (r *runner) extStep(extID string) *step {
 	tu.step = st
 	tu.steps++
 	r.outbox().message(st.msg)
-	r.beginStep(st, "")
 	return st
 }
 
@@ -239,7 +261,13 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 	switch u.SessionUpdate {
 	case "agent_message_chunk", "agent_thought_chunk":
 		r.extSplit(u.MessageID)
+		if r.extHold(u) {
+			return
+		}
 		st := r.extMessage(u.MessageID)
+		if r.extHold(u) {
+			return
+		}
 		if u.Content == nil || u.Content.Type != "text" {
 			return
 		}
@@ -251,8 +279,14 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 		}
 	case "tool_call":
 		r.extSplit(u.MessageID)
+		if r.extHold(u) {
+			return
+		}
 		r.extTool(r.turn.step, &u.ToolCall)
 	case "tool_call_update":
+		if r.turn.step.call(u.ToolCallID) == nil {
+			r.extSplit(u.MessageID) // v2: the first update of a call opens it
+		}
 		r.extTool(r.turn.step, &u.ToolCall)
 	case "plan":
 		r.extPlan(u.Entries)
@@ -270,6 +304,8 @@ func (r *runner) extUpdate(u *acpclient.SessionUpdate) {
 			r.extCostSeen = u.Cost.Amount
 			st.extCost += add
 		}
+	case "user_message", "plan_update", "tool_call_content_chunk":
+		r.extUpdateV2(u)
 	case "session_info_update":
 		if u.Title != nil && *u.Title != "" && *u.Title != r.sess.Title {
 			if _, err := r.update(opencode.SessionPatch{Title: u.Title}); err != nil {
@@ -321,7 +357,7 @@ func (r *runner) extTool(st *step, tc *acpclient.ToolCall) *toolRun {
 	if len(tc.RawInput) > 0 && json.Valid(tc.RawInput) {
 		c.input = tc.RawInput
 	}
-	if out := toolText(tc); out != "" {
+	if out := r.extToolOutput(tc); out != "" {
 		c.output = out
 	}
 	switch tc.Status {
@@ -329,7 +365,8 @@ func (r *runner) extTool(st *step, tc *acpclient.ToolCall) *toolRun {
 		if !c.started {
 			r.markRunning(st, c, &provider.ToolCall{ID: c.callID, Name: c.name, Arguments: c.input}, c.title)
 		}
-		r.toolDone(st, &toolResult{callID: c.callID, res: tool.Result{Output: c.output, Title: c.title}})
+		r.toolDone(st, &toolResult{callID: c.callID, res: tool.Result{Output: c.output, Title: c.title,
+			Metadata: r.extToolMeta(tc.ToolCallID)}})
 	case acpclient.ToolFailed:
 		if !c.started {
 			r.markRunning(st, c, &provider.ToolCall{ID: c.callID, Name: c.name, Arguments: c.input}, c.title)
@@ -352,8 +389,15 @@ func (r *runner) extTool(st *step, tc *acpclient.ToolCall) *toolRun {
 		if len(ps.Input) == 0 {
 			ps.Input = json.RawMessage("{}")
 		}
+		md := r.extToolMeta(tc.ToolCallID)
 		if c.output != "" {
-			ps.Metadata = mustJSON(map[string]any{"output": c.output})
+			if md == nil {
+				md = map[string]any{}
+			}
+			md["output"] = c.output
+		}
+		if md != nil {
+			ps.Metadata = mustJSON(md)
 		}
 		p.State = &ps
 		st.parts[c.part] = p
@@ -434,12 +478,15 @@ func kindPermission(kind, name string) string {
 }
 
 // extFinish ends the current assistant message of an external turn with
-// finish reason: its open tool calls are closed as aborted.
+// finish reason: its open tool calls are closed as aborted. In a tracked
+// project it ends once its end snapshot is measured (off the loop), as
+// our own steps do: what the agent changed is its patch, session.diff and
+// a point revert restores.
 func (r *runner) extFinish(st *step, reason string) {
 	st.streamed = true
 	st.finish = &provider.Chunk{Kind: provider.Finish, Reason: reason, Usage: extUsage(st)}
 	r.abortTools(r.outbox(), st, r.m.now())
-	r.endStep(nil)
+	r.maybeEndStep()
 }
 
 // extUsage splits the context the agent reported into input and output
@@ -485,6 +532,7 @@ func (r *runner) extContinue(tu *turn) {
 	if next := tu.extNext; next != nil {
 		tu.extNext = nil
 		r.extStep(*next)
+		r.extReplay(tu)
 		return
 	}
 	r.endTurn()

@@ -81,6 +81,9 @@ type extReq struct {
 	// load is the agent's session stored with ours, to continue ("" none).
 	load  string
 	parts []opencode.Part
+	// history is our conversation before this prompt, for a new agent
+	// session (external_history.go; "" when none).
+	history string
 }
 
 // extProc is one session's agent process.
@@ -92,12 +95,23 @@ type extProc struct {
 	sessionID string
 	caps      acpclient.AgentCapabilities
 	steering  bool
+	// v2: it speaks ACP v2 (external_v2.go); inject: it takes
+	// session/inject steers; idles gets its state_update idles' stop reasons.
+	v2, inject bool
+	idles      chan string
+	// fresh: its session was opened new and has had no prompt yet.
+	fresh bool
+	// injects are the agent's IDs of the steers it accepted and has not
+	// delivered (guarded by mu): taken back before a cancel.
+	injects map[string]bool
 	// lease is held by the turn using it (one at a time: a cancelled
 	// prompt finishes before the next starts).
 	lease chan struct{}
 	mu    sync.Mutex
 	sink  *extSink
 	idle  *time.Timer
+	// terms are the commands it runs through us (external_terminal.go).
+	terms extTerminals
 }
 
 func (e *extProc) setSink(s *extSink) {
@@ -236,7 +250,7 @@ func (x *externals) reserve(session, dir string, a agent.Agent) (*extProc, error
 		delete(x.procs, victim.session)
 		go x.kill(victim)
 	}
-	e := &extProc{session: session, agent: a.Name, dir: dir, lease: make(chan struct{}, 1)}
+	e := &extProc{session: session, agent: a.Name, dir: dir, lease: make(chan struct{}, 1), idles: make(chan string, 1)}
 	e.lease <- struct{}{}
 	x.procs[session] = e
 	return e, nil
@@ -269,6 +283,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 			} else {
 				log.Debug("session/update outside a turn: dropped", "update", n.Update.SessionUpdate)
 			}
+			e.stateUpdate(n.Update)
 		},
 		Request: func(ctx context.Context, method string, params json.RawMessage) (any, error) {
 			return x.serve(ctx, e, method, params)
@@ -281,6 +296,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	go func() {
 		// A process that ends on its own leaves the registry.
 		<-p.Exited()
+		e.terms.closeAll()
 		if err := p.ExitErr(); err != nil {
 			log.Info("external agent exited", "pid", p.Pid(), "status", err.Error())
 		}
@@ -293,8 +309,8 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	ctx, cancel := context.WithTimeout(ctx, externalStartTimeout)
 	defer cancel()
 	var init json.RawMessage
-	err = p.Call(ctx, acpclient.MethodInitialize, acpclient.InitializeRequest{ProtocolVersion: acpclient.ProtocolVersion,
-		ClientCapabilities: acpclient.ClientCapabilities{FS: acpclient.FSCapabilities{ReadTextFile: true, WriteTextFile: true}},
+	err = x.initialize(ctx, e, a.ACP.ProtocolVersion, acpclient.InitializeRequest{ProtocolVersion: acpclient.ProtocolVersion,
+		ClientCapabilities: acpclient.ClientCapabilities{FS: acpclient.FSCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true},
 		ClientInfo:         &acpclient.Implementation{Name: "opencode-server", Version: "1"}}, &init)
 	if err != nil {
 		return agentError(a, "initialize failed", x.why(e, err))
@@ -303,10 +319,12 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	_ = json.Unmarshal(init, &ir) // what it offers; steering is read from the raw answer
 	e.caps = ir.AgentCapabilities
 	e.steering = acpclient.SupportsSteering(init)
+	e.readV2(init, log)
+	mcp := extMCPServers(x.m.cfg.MCPServers, e.caps.MCPCapabilities, log)
 	if load != "" {
 		if e.caps.LoadSession {
 			// The history it replays meanwhile goes nowhere: no sink yet.
-			err := p.Call(ctx, acpclient.MethodSessionLoad, acpclient.LoadSessionRequest{SessionID: load, Cwd: e.dir, MCPServers: []any{}}, nil)
+			err := x.load(ctx, e, load, mcp)
 			if err == nil {
 				e.sessionID = load
 				log.Info("external agent started", "pid", p.Pid(), "agentSession", load, "loaded", true)
@@ -325,7 +343,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	}
 	var ns acpclient.NewSessionResponse
 	newSession := func() error {
-		return p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: []any{}}, &ns)
+		return p.Call(ctx, acpclient.MethodSessionNew, acpclient.NewSessionRequest{Cwd: e.dir, MCPServers: mcp}, &ns)
 	}
 	err = newSession()
 	var rpc *acpclient.RPCError
@@ -342,7 +360,7 @@ func (x *externals) start(ctx context.Context, e *extProc, a agent.Agent, load s
 	if ns.SessionID == "" {
 		return agentError(a, "session/new failed", errors.New("no sessionId in its answer"))
 	}
-	e.sessionID = ns.SessionID
+	e.sessionID, e.fresh = ns.SessionID, true
 	log.Info("external agent started", "pid", p.Pid(), "agentSession", ns.SessionID)
 	return nil
 }
@@ -387,6 +405,9 @@ func (x *externals) serve(ctx context.Context, e *extProc, method string, params
 			return nil, err
 		}
 		return struct{}{}, nil
+	case acpclient.MethodTerminalCreate, acpclient.MethodTerminalOutput, acpclient.MethodTerminalWait,
+		acpclient.MethodTerminalKill, acpclient.MethodTerminalRelease:
+		return x.serveTerminal(ctx, e, method, params)
 	case acpclient.MethodRequestPermission:
 		req, err := decodeParams[acpclient.RequestPermissionRequest](params)
 		if err != nil {
@@ -456,6 +477,7 @@ func (x *externals) kill(e *extProc) {
 	if e.idle != nil {
 		e.idle.Stop()
 	}
+	e.terms.closeAll()
 	if e.p != nil {
 		e.p.Kill()
 	}
@@ -508,7 +530,7 @@ func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink 
 	if e.sessionID != req.load {
 		sink.session(e.sessionID)
 	}
-	blocks := promptBlocks(req.parts, e.caps.PromptCapabilities, req.dir)
+	blocks := withHistory(e, req, promptBlocks(req.parts, e.caps.PromptCapabilities, req.dir))
 	messageID := req.messageID
 	e.setSink(sink)
 	if sink.started != nil {
@@ -517,10 +539,13 @@ func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink 
 	call, stop := context.WithCancel(context.Background())
 	defer stop()
 	cancelled := context.AfterFunc(ctx, func() {
+		e.terms.killAll() // an aborted turn's commands end with it
+		x.revokeInjects(e)
 		_ = e.p.Notify(acpclient.MethodSessionCancel, acpclient.CancelNotification{SessionID: e.sessionID})
 		time.AfterFunc(cancelGrace, stop)
 	})
 	defer cancelled()
+	e.drainIdles()
 	var res acpclient.PromptResponse
 	err = e.p.Call(call, acpclient.MethodSessionPrompt, acpclient.PromptRequest{SessionID: e.sessionID, Prompt: blocks,
 		Meta: map[string]any{"messageId": messageID}}, &res)
@@ -536,6 +561,10 @@ func (x *externals) prompt(ctx context.Context, req extReq, a agent.Agent, sink 
 			x.drop(e) // the next prompt starts it again
 		}
 		return "", err
+	}
+	if e.v2 {
+		// v2 answers once the prompt is accepted; its idle ends the work.
+		return x.awaitIdle(ctx, call, e, a)
 	}
 	return res.StopReason, nil
 }

@@ -46,7 +46,8 @@ func restartable(t *testing.T, caps string) testserver.Options {
 // TestExternalAgentRestart: the agent's session ID is stored with ours;
 // after our restart the next prompt's process loads it (session/load with
 // that ID, the history it replays shown nowhere) when the agent can load
-// sessions, else opens a new one, which is stored instead.
+// sessions, else opens a new one, which is stored instead and whose first
+// prompt carries our conversation so far.
 func TestExternalAgentRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name, caps string
@@ -85,6 +86,10 @@ func TestExternalAgentRestart(t *testing.T) {
 			}
 			if ps[1].SessionID != want || c.storedAgentSession(sid) != want {
 				t.Errorf("after the restart the prompt went to agent session %q, %q stored; want %q", ps[1].SessionID, c.storedAgentSession(sid), want)
+			}
+			// A new agent session is sent our conversation so far; a loaded one has it.
+			if h := ps[1].History; tc.loads != (h == "") || !tc.loads && !strings.Contains(h, "[Assistant]: echo: first") {
+				t.Errorf("after the restart the prompt carried history %q (loaded: %v)", h, tc.loads)
 			}
 			if loads := stubLoads(opts.Directory); tc.loads != slices.Equal(loads, []string{first}) || (!tc.loads && len(loads) > 0) {
 				t.Errorf("session/load calls %v (the stored session %s, loadSession %v)", loads, first, tc.loads)

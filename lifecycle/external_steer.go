@@ -36,17 +36,36 @@ type extTurn struct {
 	// the steer).
 	held     *extMsg
 	buffered []*extMsg
+	// replaying: extReplay is handing them on (external_edits.go).
+	replaying bool
+	// calls are the terminals and diffs each tool call's content held, by
+	// call ID (external_content.go).
+	calls map[string]*extCall
 	// split: a steer was sent; the agent's next words open a new
 	// assistant message, after the steer's user message (the agent may
 	// stream what follows the steer before its answer reaches us).
 	split bool
+	// accepted are the steers a v2 agent accepted (session/inject) and
+	// has not delivered yet: the agent's message ID -> ours. Each is
+	// delivered at its user_message; revoking: at the prompt's end, the
+	// ones asked back (session/revoke_inject) and not answered yet.
+	accepted map[string]string
+	revoking map[string]bool
 }
 
 // extSteered is the agent's answer to one steer.
 type extSteered struct {
 	id, outcome string
 	err         error
+	// agentID: a v2 agent's ID of an accepted inject; revoke: the
+	// answer to its session/revoke_inject.
+	agentID string
+	revoke  bool
 }
+
+// outcomeAccepted is a v2 agent's acceptance of an inject (delivered
+// later, at its user_message).
+const outcomeAccepted = "accepted"
 
 // steer sends one steer to the prompt running on e.
 func (x *externals) steer(e *extProc, blocks []acpclient.ContentBlock, messageID string) (string, error) {
@@ -77,7 +96,7 @@ func extBlocks(inputs []*opencode.Input) []acpclient.ContentBlock {
 // the agent must not have seen it).
 func (r *runner) extSteer() {
 	tu := r.turn
-	if tu == nil || tu.ext == nil || tu.ext.proc == nil || !tu.ext.proc.steering {
+	if tu == nil || tu.ext == nil || tu.ext.proc == nil || !tu.ext.proc.steering && !tu.ext.proc.inject {
 		return
 	}
 	r.outbox().then(func(int64) { r.extSend(tu) })
@@ -93,13 +112,24 @@ func (r *runner) extSend(tu *turn) {
 			continue
 		}
 		tu.ext.sending[in.ID] = r.steps
-		tu.ext.split = true
+		if !e.inject {
+			// v1: the agent may answer the steer after its words about it.
+			// v2: its user_message says where it joined.
+			tu.ext.split = true
+		}
 		id, blocks := in.ID, extBlocks([]*opencode.Input{in})
 		r.m.wg.Add(1)
 		go func() {
 			defer r.m.wg.Done()
-			outcome, err := r.m.ext.steer(e, blocks, id)
-			r.post(streamMsg{ext: &extMsg{tu: tu, steered: &extSteered{id: id, outcome: outcome, err: err}}})
+			s := &extSteered{id: id}
+			if e.inject {
+				if s.agentID, s.err = r.m.ext.inject(e, blocks, id); s.err == nil {
+					s.outcome = outcomeAccepted
+				}
+			} else {
+				s.outcome, s.err = r.m.ext.steer(e, blocks, id)
+			}
+			r.post(streamMsg{ext: &extMsg{tu: tu, steered: s}})
 		}()
 	}
 }
@@ -110,10 +140,21 @@ func (r *runner) extSend(tu *turn) {
 // for the next turn. The prompt's end, if it waited for this, goes on.
 func (r *runner) extSteered(s *extSteered) {
 	tu := r.turn
+	if s.revoke {
+		r.extRevoked(s)
+		r.extReplay(tu)
+		return
+	}
 	sent := tu.ext.sending[s.id]
 	delete(tu.ext.sending, s.id)
 	if i := r.pendingIndex(s.id); i >= 0 {
 		switch {
+		case s.outcome == outcomeAccepted:
+			r.m.log.Debug("external agent accepted a steer (session/inject): delivered at its user_message",
+				"session", r.id, "message", s.id, "agentMessage", s.agentID)
+			tu.ext.accepted[s.agentID] = s.id
+		case acpclient.InjectReason(s.err) == acpclient.ReasonNoRunningTurn:
+			r.m.log.Info("external agent: steer came after its work, it runs as the next prompt", "session", r.id, "message", s.id)
 		case s.err != nil:
 			r.m.log.Warn("external agent: steer not taken, it runs as the next prompt", "session", r.id,
 				"message", s.id, "err", s.err)
@@ -126,18 +167,7 @@ func (r *runner) extSteered(s *extSteered) {
 			}
 		}
 	}
-	if len(tu.ext.sending) > 0 {
-		return
-	}
-	buf := tu.ext.buffered
-	tu.ext.buffered = nil
-	for _, b := range buf {
-		r.onExternal(b)
-	}
-	if h := tu.ext.held; h != nil && r.turn == tu {
-		tu.ext.held = nil
-		r.onExternal(h)
-	}
+	r.extReplay(tu)
 }
 
 // extSplit opens a new assistant message for what the agent says after a
@@ -163,8 +193,15 @@ func (r *runner) extSendingInput(id string) bool {
 	if r.turn == nil || r.turn.ext == nil {
 		return false
 	}
-	_, ok := r.turn.ext.sending[id]
-	return ok
+	if _, ok := r.turn.ext.sending[id]; ok {
+		return true
+	}
+	for _, ours := range r.turn.ext.accepted {
+		if ours == id {
+			return true
+		}
+	}
+	return false
 }
 
 // sendingError is revoke's and replace's answer for an input in flight.
@@ -176,17 +213,22 @@ func sendingError(sessionID, id string) error {
 // extAborted delivers the steers in flight into the turn being aborted:
 // the agent has them, so they are not revoked with the pending ones.
 func (r *runner) extAborted(tu *turn) {
-	if tu.ext == nil || len(tu.ext.sending) == 0 {
+	if tu.ext == nil || len(tu.ext.sending) == 0 && len(tu.ext.accepted) == 0 {
 		return
 	}
 	tu.ext.buffered = nil // the aborted turn's late words are dropped
+	accepted := map[string]bool{}
+	for _, id := range tu.ext.accepted {
+		accepted[id] = true
+	}
 	var batch []*opencode.Input
 	for _, in := range r.pending {
-		if _, ok := tu.ext.sending[in.ID]; ok {
+		if _, ok := tu.ext.sending[in.ID]; ok || accepted[in.ID] {
 			batch = append(batch, in)
 		}
 	}
 	clear(tu.ext.sending)
+	clear(tu.ext.accepted)
 	if len(batch) > 0 {
 		r.deliver(batch, false)
 	}

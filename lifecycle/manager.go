@@ -103,6 +103,9 @@ type Config struct {
 	// how many run at once (16 when zero).
 	ExternalIdle time.Duration
 	MaxExternal  int
+	// MCPServers are the enabled MCP servers of the config, passed to
+	// external agents in session/new (external_mcp.go).
+	MCPServers []MCPServer
 }
 
 // Manager owns the runners.

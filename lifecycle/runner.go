@@ -320,6 +320,7 @@ func (r *runner) evict() bool {
 	if cl := r.m.cl; cl != nil {
 		// Nothing of it lives in memory: any instance may take it.
 		cl.Release(context.Background(), r.id, r.epoch)
+		r.releasedExternal()
 	}
 	return true
 }
@@ -377,6 +378,7 @@ func (r *runner) fail() {
 	fenced := errors.Is(err, store.ErrFenced)
 	if fenced {
 		r.m.log.Warn("session taken over by another instance: runner stopped", "session", r.id)
+		r.fencedOut()
 	}
 	if r.turn != nil {
 		r.turn.cancel()

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -121,7 +123,10 @@ func TestWhatAClientSeesIsStored(t *testing.T) {
 			c.must("POST", "/session/"+sid+"/message", v1Body("", `call:bash {"command":"echo one","description":"echo"} then: first done`, ""), 200)
 			// While a turn runs: steers (shown at once), queued inputs, a
 			// revoke of a shown steer, a replace of a queued one.
-			c.must("POST", "/session/"+sid+"/prompt_async", v1Body("", `call:bash {"command":"sleep 0.2; echo two","description":"wait"} then: second done`, ""), 204)
+			// Its tool waits for gate: the inbox changes below happen
+			// before the turn's next model call, however loaded the machine.
+			gate := filepath.Join(t.TempDir(), "gate")
+			c.must("POST", "/session/"+sid+"/prompt_async", v1Body("", `call:bash {"command":"while [ ! -e `+gate+` ]; do sleep 0.02; done; echo two","description":"wait"} then: second done`, ""), 204)
 			checkFor(t, 5*time.Second, "busy", func() bool { return srv.Manager.Status()[sid] == "busy" })
 			c.promptV2(sid, "", "steer me", "steer")
 			gone := c.promptV2(sid, "", "revoke me", "steer")
@@ -129,6 +134,9 @@ func TestWhatAClientSeesIsStored(t *testing.T) {
 			c.promptV2(sid, "", "queued two", "queue")
 			c.must("DELETE", "/api/session/"+sid+"/inbox/"+gone.ID, nil, 200)
 			c.must("PATCH", "/api/session/"+sid+"/inbox/"+q1.ID, map[string]any{"prompt": map[string]any{"text": "queued one, replaced"}}, 200)
+			if err := os.WriteFile(gate, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			c.waitIdle(sid)
 			// An aborted turn.
 			c.must("POST", "/session/"+sid+"/prompt_async", v1Body("", `call:bash {"command":"sleep 5","description":"long"}`, ""), 204)

@@ -11,11 +11,13 @@ import (
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/internal/mcpstub"
 	"github.com/opencode-server/opencode-server/tool"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
 	mcpstub.MaybeServe()
-	os.Exit(m.Run())
+	// A test that leaves a goroutine behind fails the package's run.
+	goleak.VerifyTestMain(m)
 }
 
 // TestServers: a local server's tools come in as "<server>_<tool>" and

@@ -38,6 +38,8 @@ type Core interface {
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
 	HasModel(providerID, modelID string) bool
 	Agents() []agent.Agent
+	toolCore
+	chatCore
 }
 
 // Options configure the handler.

@@ -412,7 +412,7 @@ func TestBadInput(t *testing.T) {
 		{"no input", map[string]any{"model": scriptedModel}, 400, "input"},
 		{"empty input", map[string]any{"input": ""}, 400, "input"},
 		{"input a number", map[string]any{"input": 3}, 400, "input"},
-		{"unknown item", map[string]any{"input": []any{map[string]any{"type": "function_call_output", "call_id": "c", "output": "x"}}}, 400, "input[0].type"},
+		{"unknown item", map[string]any{"input": []any{map[string]any{"type": "reasoning", "summary": []any{}}}}, 400, "input[0].type"},
 		{"unknown role", map[string]any{"input": []any{map[string]any{"role": "robot", "content": "hi"}}}, 400, "input[0].role"},
 		{"image part", map[string]any{"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "x"}}}}}, 400, "input[0].content[0].type"},
 		{"only system", map[string]any{"input": []any{map[string]any{"role": "system", "content": "be"}}}, 400, "input"},
@@ -423,7 +423,7 @@ func TestBadInput(t *testing.T) {
 		{"bad conversation", map[string]any{"input": "hi", "conversation": "conv_1"}, 400, "conversation"},
 		{"unknown conversation", map[string]any{"input": "hi", "conversation": map[string]any{"id": "ses_ffffffffffffffffffffffffff"}}, 404, "conversation"},
 		{"both", map[string]any{"input": "hi", "conversation": "ses_1", "previous_response_id": "msg_1"}, 400, "conversation"},
-		{"tools", map[string]any{"input": "hi", "tools": []any{map[string]any{"type": "function", "name": "f"}}}, 400, "tools"},
+		{"hosted tool", map[string]any{"input": "hi", "tools": []any{map[string]any{"type": "web_search"}}}, 400, "tools[0].type"},
 		{"background", map[string]any{"input": "hi", "background": true}, 400, "background"},
 		{"metadata too long", map[string]any{"input": "hi", "metadata": map[string]string{"k": strings.Repeat("v", 513)}}, 400, "metadata"},
 	}

@@ -25,6 +25,7 @@ type createRequest struct {
 	Stream             bool              `json:"stream"`
 	Background         bool              `json:"background"`
 	Tools              []json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
 	// Delivery is this door's extension (steer.go): "steer" admits the
 	// input into the running turn of previous_response_id; "queue" (or
 	// none) runs it as the session's next turn.
@@ -37,6 +38,9 @@ type inputItem struct {
 	Type    string          `json:"type"`
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// CallID and Output are a function_call_output item's.
+	CallID string          `json:"call_id"`
+	Output json.RawMessage `json:"output"`
 }
 
 // contentPart is one part of a message's content list.
@@ -56,6 +60,11 @@ type requestMeta struct {
 	Metadata           map[string]string `json:"metadata,omitempty"`
 	PreviousResponseID string            `json:"previousResponseID,omitempty"`
 	IdempotencyKey     string            `json:"idempotencyKey,omitempty"`
+	// ToolChoice and Strict are what the request said of its function
+	// tools, answered back (the tools themselves are the input's client
+	// tools).
+	ToolChoice string   `json:"toolChoice,omitempty"`
+	Strict     []string `json:"strict,omitempty"`
 }
 
 // metaOf reads a user message's request metadata (nil: none).
@@ -81,6 +90,7 @@ type turn struct {
 	model    *opencode.MessageModel
 	session  string // the conversation's session ("": from previous_response_id, or new)
 	previous string
+	calls    // the function tools, and the function_call_output items
 }
 
 // OpenAI's metadata limits: 16 pairs, keys up to 64 characters, values up
@@ -103,8 +113,8 @@ func (h *Handler) decodeRequest(body []byte) (*turn, error) {
 	if req.Background {
 		return nil, invalid("background", "unsupported_parameter", "background responses are not supported yet: a response streams or is answered when its turn ends")
 	}
-	if len(req.Tools) > 0 {
-		return nil, invalid("tools", "unsupported_parameter", "tools are not supported yet by this server's OpenAI door: the agent's own tools run on the server")
+	if err := t.decodeTools(); err != nil {
+		return nil, err
 	}
 	if err := t.decodeInput(); err != nil {
 		return nil, err
@@ -165,6 +175,12 @@ func (t *turn) decodeInput() error {
 		if typ == "" && it.Role != "" {
 			typ = "message"
 		}
+		if typ == "function_call_output" {
+			if err := t.addOutput(it, param); err != nil {
+				return err
+			}
+			continue
+		}
 		if typ != "message" {
 			return invalid(param+".type", "unsupported_value", fmt.Sprintf("input items of type %q are not supported yet: send message items", clip(typ)))
 		}
@@ -183,7 +199,10 @@ func (t *turn) decodeInput() error {
 			return invalid(param+".role", "invalid_value", fmt.Sprintf("role %q is not one of user, system, developer", clip(it.Role)))
 		}
 	}
-	if len(t.texts) == 0 {
+	if len(t.outputs) > 0 && len(t.texts) > 0 {
+		return invalid("input", "unsupported_value", "function_call_output items go alone: they answer the calls of a running turn; send the next user message in a request of its own")
+	}
+	if len(t.texts) == 0 && len(t.outputs) == 0 {
 		return invalid("input", "missing_required_parameter", "input has no user message with text")
 	}
 	t.system = strings.Join(system, "\n")
@@ -290,7 +309,8 @@ func (h *Handler) parts(t *turn, key string) []opencode.Part {
 	for i, s := range t.texts {
 		parts[i] = opencode.Part{ID: h.o.IDs.NewPart(), Type: opencode.PartText, Text: s}
 	}
-	meta := requestMeta{Metadata: t.req.Metadata, PreviousResponseID: t.previous, IdempotencyKey: key}
+	meta := requestMeta{Metadata: t.req.Metadata, PreviousResponseID: t.previous, IdempotencyKey: key,
+		ToolChoice: t.choice, Strict: t.strict}
 	if b, err := json.Marshal(partMeta{OpenAI: &meta}); err == nil {
 		parts[0].Metadata = b
 	}

@@ -31,7 +31,7 @@ type Response struct {
 	Temperature  *float64      `json:"temperature"`
 	TopP         *float64      `json:"top_p"`
 	ToolChoice   string        `json:"tool_choice"`
-	Tools        []struct{}    `json:"tools"`
+	Tools        []funcTool    `json:"tools"`
 	Text         textConfig    `json:"text"`
 	Truncation   string        `json:"truncation"`
 	Usage        *usage        `json:"usage"`
@@ -78,6 +78,8 @@ type outputItem struct {
 	Role    string       `json:"role"`
 	Status  string       `json:"status"`
 	Content []outputText `json:"content"`
+	// call makes the item a function_call (see MarshalJSON).
+	call *functionCall
 }
 
 // outputText is an output_text content part.
@@ -107,7 +109,7 @@ const (
 func header(in *opencode.Input) *Response {
 	r := &Response{ID: in.ID, Object: "response", CreatedAt: in.TimeCreated / 1000, Status: statusInProgress,
 		Metadata: map[string]string{}, Output: []outputItem{}, ParallelToolCalls: true,
-		Conversation: &conversation{ID: in.SessionID}, Store: true, ToolChoice: "auto", Tools: []struct{}{},
+		Conversation: &conversation{ID: in.SessionID}, Store: true, ToolChoice: "auto", Tools: []funcTool{},
 		Truncation: "disabled"}
 	r.Text.Format.Type = "text"
 	if in.System != "" {
@@ -128,7 +130,11 @@ func header(in *opencode.Input) *Response {
 			p := m.PreviousResponseID
 			r.PreviousResponseID = &p
 		}
+		if m.ToolChoice != "" {
+			r.ToolChoice = m.ToolChoice
+		}
 	}
+	r.Tools = echoTools(in)
 	switch in.State {
 	case opencode.InputPending:
 		r.Status = statusQueued
@@ -138,10 +144,11 @@ func header(in *opencode.Input) *Response {
 	return r
 }
 
-// build reads the response of input in from its session: the assistant
-// messages of its turn as output items, their tokens as usage, the
-// last one's error as the status.
-func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, error) {
+// buildAt reads a response of input in's turn from its session: the
+// first ("" after) or the one after the client calls of assistant message
+// after. Its output items are its steps' messages and client calls, their
+// tokens its usage, the last one's error its status.
+func (h *Handler) buildAt(ctx context.Context, in *opencode.Input, after string) (*Response, error) {
 	r := header(in)
 	if in.State != opencode.InputDelivered {
 		return r, nil
@@ -189,6 +196,14 @@ func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, err
 			}
 		}
 	}
+	names := clientNames(in)
+	steps, prev, cut, ok := segment(steps, names, in.ID, after)
+	if !ok {
+		return nil, notFound("", "", fmt.Sprintf("Response with id '%s' not found.", clip(after)))
+	}
+	if after != "" {
+		continued(r, conv, after, prev)
+	}
 	var u usage
 	for _, m := range steps {
 		if m.Info.ProviderID != "" {
@@ -200,13 +215,18 @@ func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, err
 		u.InputTokensDetails.CacheWriteTokens += t.Cache.Write
 		u.OutputTokens += t.Output + t.Reasoning
 		u.OutputTokensDetails.ReasoningTokens += t.Reasoning
-		if it, ok := messageItem(m); ok {
-			r.Output = append(r.Output, it)
-		}
+		r.Output = append(r.Output, stepItems(m, names)...)
 	}
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	r.Usage = &u
-	if in.Answer == "" && !steered {
+	// A segment that ends at client calls is not where the steer came.
+	steered = steered && !cut
+	if cut {
+		// Over once its calls are the client's to answer.
+		if over, err := h.handedOver(ctx, r, in, steps[len(steps)-1]); err != nil || !over {
+			return r, err
+		}
+	} else if in.Answer == "" && !steered {
 		return r, nil // still running
 	}
 	r.Status = statusCompleted
@@ -235,20 +255,6 @@ func (h *Handler) build(ctx context.Context, in *opencode.Input) (*Response, err
 		}
 	}
 	return r, nil
-}
-
-// messageItem is an assistant message as an output item, if it has text.
-func messageItem(m opencode.MessageWithParts) (outputItem, bool) {
-	it := outputItem{ID: m.Info.ID, Type: "message", Role: "assistant", Status: statusCompleted}
-	for _, p := range m.Parts {
-		if p.Type == opencode.PartText && !p.Synthetic && !p.Ignored {
-			it.Content = append(it.Content, newOutputText(p.Text))
-		}
-	}
-	if m.Info.Time.Completed == nil {
-		it.Status = statusInProgress
-	}
-	return it, len(it.Content) > 0
 }
 
 // find reads the input a response ID names.

@@ -49,6 +49,10 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.createSteer(w, r, t, key)
 		return
 	}
+	if len(t.outputs) > 0 {
+		h.continueTurn(w, r, t)
+		return
+	}
 	ctx := r.Context()
 	in, existed, sub, err := h.admit(ctx, t, key)
 	if err != nil {
@@ -60,7 +64,7 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.stream(w, r, in, existed, sub)
 		return
 	}
-	if _, err := h.o.Core.Wait(ctx, in.SessionID, in.ID); err != nil && ctx.Err() != nil {
+	if err := h.settle(ctx, in, ""); err != nil && ctx.Err() != nil {
 		return // the client left; its turn goes on in the core
 	}
 	h.respond(w, r, in.ID)
@@ -78,7 +82,7 @@ func (h *Handler) Retrieve(w http.ResponseWriter, r *http.Request, id string) {
 // response once that is done; one already over is answered as it is.
 func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request, id string) {
 	ctx := r.Context()
-	in, err := h.find(ctx, id)
+	in, _, err := h.locate(ctx, id)
 	if err != nil {
 		h.WriteError(w, r, err)
 		return
@@ -120,9 +124,13 @@ type inputText struct {
 // InputItems serves GET /v1/responses/{id}/input_items: the user message
 // the response is the turn of, as one message item under its msg_ ID.
 func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request, id string) {
-	in, err := h.find(r.Context(), id)
+	in, after, err := h.locate(r.Context(), id)
 	if err != nil {
 		h.WriteError(w, r, err)
+		return
+	}
+	if after != "" {
+		h.outputItems(w, r, in, after)
 		return
 	}
 	msg := inputMessage{ID: in.ID, Type: "message", Role: "user", Status: statusCompleted, Content: []inputText{}}
@@ -142,12 +150,12 @@ func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request, id string) 
 
 // respond answers the response of input id as it stands.
 func (h *Handler) respond(w http.ResponseWriter, r *http.Request, id string) {
-	in, err := h.find(r.Context(), id)
+	in, after, err := h.locate(r.Context(), id)
 	if err != nil {
 		h.WriteError(w, r, err)
 		return
 	}
-	resp, err := h.build(r.Context(), in)
+	resp, err := h.buildAt(r.Context(), in, after)
 	if err != nil {
 		h.WriteError(w, r, err)
 		return
@@ -168,7 +176,7 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 	core := h.o.Core
 	sid := t.session
 	if t.previous != "" {
-		prev, err := h.find(ctx, t.previous)
+		prev, _, err := h.locate(ctx, t.previous)
 		if err != nil {
 			var oe *opencode.Error
 			if asNotFound(err, &oe) {
@@ -200,7 +208,8 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 			}
 		}
 	}
-	if sid == "" {
+	created := sid == ""
+	if created {
 		sid = h.o.IDs.NewSession()
 		if _, _, err := core.CreateSession(ctx, opencode.SessionOptions{ID: sid, Minted: true, Directory: h.o.Directory}); err != nil {
 			return nil, false, nil, err
@@ -215,13 +224,19 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 		sub = core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == sid && wanted(e) })
 	}
 	in, existed, err := core.Admit(ctx, &opencode.Input{ID: id, SessionID: sid, Delivery: opencode.Queue,
-		Parts: h.parts(t, key), Agent: t.agent, Model: t.model, System: t.system, Minted: minted})
+		Parts: h.parts(t, key), Agent: t.agent, Model: t.model, System: t.system, Minted: minted, ClientTools: t.tools})
 	if err != nil {
 		if sub != nil {
 			sub.Close()
 		}
+		if created {
+			h.dropSession(ctx, sid)
+		}
 		if oe := (*opencode.Error)(nil); errors.As(err, &oe) && oe.Code == opencode.EConflict && key != "" {
 			return nil, false, nil, &fieldError{oe, "", "idempotency_key_reused"}
+		}
+		if oe := (*opencode.Error)(nil); errors.As(err, &oe) && oe.Field == "clientTools" {
+			return nil, false, nil, &fieldError{oe, "tools", "invalid_value"} // the core's check of the function tools
 		}
 		return nil, false, nil, err
 	}

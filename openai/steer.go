@@ -112,7 +112,7 @@ func steerInput(raw json.RawMessage) ([]string, error) {
 	if err := t.decodeInput(); err != nil {
 		return nil, err
 	}
-	if t.system != "" {
+	if t.system != "" || len(t.outputs) > 0 || len(t.texts) == 0 {
 		return nil, invalid("input", "invalid_value", "a steer takes user messages only")
 	}
 	return t.texts, nil
@@ -184,6 +184,10 @@ func (t *turn) checkDelivery() error {
 	switch {
 	case t.previous == "":
 		return invalid("previous_response_id", "missing_required_parameter", "a steer (delivery steer) needs previous_response_id: the running response it steers")
+	case len(t.outputs) > 0:
+		return invalid("input", "unsupported_value", "a steer is user input: function_call_output items go in a request without delivery steer")
+	case len(t.req.Tools) > 0:
+		return invalid("tools", "unsupported_parameter", "a steer joins the running turn with its tools: tools cannot be given with delivery steer")
 	case t.req.Model != "":
 		return invalid("model", "unsupported_parameter", "a steer joins the running turn under its model: model cannot be given with delivery steer")
 	case t.system != "":

@@ -16,7 +16,7 @@ import (
 // (the v2 step, text and prompt events among them) and the live text
 // deltas.
 func wanted(e *opencode.Event) bool {
-	return e.Durable || e.Type == opencode.EvTextDelta
+	return e.Durable || e.Type == opencode.EvTextDelta || e.Type == opencode.EvToolInputDelta
 }
 
 // The streamed events, in OpenAI's shapes. None has a top-level "error"
@@ -75,10 +75,8 @@ type itemStream struct {
 
 // streamer maps a session's events to one response's stream.
 type streamer struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
-	// emit, if set, sends each event instead of w (the WebSocket mode).
-	emit func(typ string, b []byte) error
+	w    http.ResponseWriter
+	rc   *http.ResponseController
 	err  error
 	seq  int64
 	id   string // the response: its user message
@@ -95,19 +93,23 @@ type streamer struct {
 	items []*itemStream
 	byMsg map[string]*itemStream
 	texts map[string]*textStream
+	tc    toolStream
+	// emit, if set, writes the events in another shape (chat
+	// completions' chunks) or elsewhere (the WebSocket) instead.
+	emit func(typ string, v any) error
 }
 
 func (s *streamer) write(typ string, v any) {
 	if s.err != nil {
 		return
 	}
+	if s.emit != nil {
+		s.err = s.emit(typ, v)
+		return
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		s.err = err
-		return
-	}
-	if s.emit != nil {
-		s.err = s.emit(typ, b)
 		return
 	}
 	if _, s.err = s.w.Write([]byte("event: " + typ + "\ndata: " + string(b) + "\n\n")); s.err == nil {
@@ -227,6 +229,9 @@ func (s *streamer) add(e *opencode.Event, replay bool) {
 	if !s.mine {
 		return // an earlier turn, before ours was delivered
 	}
+	if s.skipped(e) {
+		return
+	}
 	switch e.Type {
 	case opencode.EvTextStarted:
 		p := data[opencode.TextStarted](e)
@@ -243,6 +248,8 @@ func (s *streamer) add(e *opencode.Event, replay bool) {
 		s.endItem(s.byMsg[data[opencode.StepEnded](e).AssistantMessageID])
 	case opencode.EvStepFailed:
 		s.endItem(s.byMsg[data[opencode.StepFailed](e).AssistantMessageID])
+	default:
+		s.toolEvent(e, replay)
 	}
 }
 
@@ -286,17 +293,36 @@ func (s *streamer) drain(sub *eventbus.Subscription) {
 // from the session. A retried request (existed) first reads its turn from
 // the log.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.Input, existed bool, sub *eventbus.Subscription) {
+	h.streamAt(w, r, streamSpec{in: in, existed: existed}, sub)
+}
+
+// streamSpec is what streamAt streams: a response of input in's turn,
+// the first, or the continuation after the client calls of assistant
+// message after, whose turn so far (skip) is not streamed; existed: a
+// retry, whose turn so far is read from the log first.
+type streamSpec struct {
+	in      *opencode.Input
+	after   string
+	skip    map[string]bool
+	existed bool
+	emit    func(typ string, v any) error
+}
+
+// streamAt streams a response (see streamSpec) as server-sent events.
+func (h *Handler) streamAt(w http.ResponseWriter, r *http.Request, sp streamSpec, sub *eventbus.Subscription) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := newStreamer(in.ID)
+	s := h.newStreamer(r.Context(), sp.in, sp.skip)
 	s.w, s.rc = w, http.NewResponseController(w)
-	h.follow(r.Context(), s, in, existed, sub)
+	s.mine, s.emit = sp.after != "", sp.emit
+	h.follow(r.Context(), s, sp, sub)
 }
 
-func newStreamer(id string) *streamer {
-	return &streamer{id: id, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{}}
+func (h *Handler) newStreamer(ctx context.Context, in *opencode.Input, skip map[string]bool) *streamer {
+	return &streamer{id: in.ID, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{},
+		tc: h.newToolStream(ctx, in, skip)}
 }
 
 // follow streams one response on s until its terminal event: created and
@@ -305,12 +331,12 @@ func newStreamer(id string) *streamer {
 // predecessor's stream mapped the events up to there). It reports
 // whether the terminal event went out; s.successor then names the steer
 // that ended the response, if one did.
-func (h *Handler) follow(ctx context.Context, s *streamer, in *opencode.Input, existed bool, sub *eventbus.Subscription) bool {
+func (h *Handler) follow(ctx context.Context, s *streamer, sp streamSpec, sub *eventbus.Subscription) bool {
+	in, after, existed := sp.in, sp.after, sp.existed
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	core := h.o.Core
-	start := header(in)
-	start.Status = statusInProgress
+	start := h.startOf(ctx, in, after)
 	s.response("response.created", start)
 	s.response("response.in_progress", start)
 
@@ -321,8 +347,9 @@ func (h *Handler) follow(ctx context.Context, s *streamer, in *opencode.Input, e
 		_, err := core.Wait(ctx, in.SessionID, in.ID)
 		ended <- err
 	}()
-	if !s.mine {
-		// What the log holds before the admission is not this response's.
+	if s.last == 0 {
+		// What the log holds before the admission is not this response's
+		// (a successor starts where its predecessor's stream stopped).
 		s.last = max(in.AdmittedSeq-1, 0)
 	}
 	if existed {
@@ -332,9 +359,10 @@ func (h *Handler) follow(ctx context.Context, s *streamer, in *opencode.Input, e
 	}
 	heartbeat := time.NewTicker(15 * time.Second)
 	defer heartbeat.Stop()
+	waiting := h.watch(ctx, in)
 	live := sub.C
 loop:
-	for s.err == nil && !s.over {
+	for s.err == nil && !(s.over && (s.tc.cut != "" || s.successor != "")) {
 		select {
 		case e, ok := <-live:
 			if !ok {
@@ -343,12 +371,19 @@ loop:
 			}
 			s.add(e, false)
 			sub.Ack(e.Pos)
+		case ids := <-waiting:
+			// The core answers only once the step's events are on the
+			// bus: they are mapped first.
+			s.drain(sub)
+			if s.handed(ids) {
+				break loop
+			}
 		case <-ended:
 			break loop
 		case <-heartbeat.C:
 			// A comment keeps proxies from closing a quiet stream; the
-			// SDKs' SSE decoders skip it (the WebSocket has its own pings).
-			if s.emit == nil {
+			// SDKs' SSE decoders skip it (a WebSocket has no w).
+			if s.w != nil {
 				if _, s.err = s.w.Write([]byte(": keep-alive\n\n")); s.err == nil {
 					s.err = s.rc.Flush()
 				}
@@ -372,12 +407,13 @@ loop:
 	for _, it := range s.items {
 		s.endItem(it)
 	}
-	final, err := h.final(ctx, in.ID)
+	s.endCalls()
+	final, err := h.final(ctx, in.ID, after)
 	if err != nil {
-		h.o.Logger.Warn("openai: the response could not be read", "response", in.ID, "err", err)
-		final = header(in)
+		h.o.Logger.Warn("openai: the response could not be read", "response", start.ID, "err", err)
+		final = start
 		final.Status = statusFailed
-		final.Error = &responseError{Code: "server_error", Message: "the response could not be read; GET /v1/responses/" + in.ID + " has it"}
+		final.Error = &responseError{Code: "server_error", Message: "the response could not be read; GET /v1/responses/" + start.ID + " has it"}
 	}
 	if s.successor != "" && s.settle != nil {
 		s.settle(s.successor)
@@ -394,10 +430,10 @@ loop:
 }
 
 // final reads a response once its turn ended.
-func (h *Handler) final(ctx context.Context, id string) (*Response, error) {
+func (h *Handler) final(ctx context.Context, id, after string) (*Response, error) {
 	in, err := h.find(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return h.build(ctx, in)
+	return h.buildAt(ctx, in, after)
 }

@@ -270,8 +270,12 @@ func validLane(s string) bool {
 // response streamed on the socket.
 func (c *socket) create(data []byte, lane string) {
 	t, err := c.h.decodeRequest(data)
-	if err == nil && t.req.Delivery == "steer" {
+	switch {
+	case err != nil:
+	case t.req.Delivery == "steer":
 		err = invalid("delivery", "invalid_value", "over the WebSocket a steer is a response.steer event")
+	case len(t.outputs) > 0:
+		err = invalid("input", "unsupported_value", "function_call_output items are not taken over the WebSocket yet: send them with POST /v1/responses")
 	}
 	if err != nil {
 		c.fail(lane, err)
@@ -333,9 +337,9 @@ func (c *socket) chainOf(id string) *chain {
 // the end of the turn, then closes ch.done.
 func (c *socket) stream(ch *chain, in *opencode.Input, existed bool, sub *eventbus.Subscription) {
 	defer close(ch.done)
-	s := c.streamer(in.ID, ch.lane)
+	s := c.streamer(in, ch.lane)
 	for {
-		if !c.h.follow(c.ctx, s, in, existed, sub) || s.successor == "" {
+		if !c.h.follow(c.ctx, s, streamSpec{in: in, existed: existed}, sub) || s.successor == "" {
 			return
 		}
 		next, err := c.h.find(c.ctx, s.successor)
@@ -346,7 +350,7 @@ func (c *socket) stream(ch *chain, in *opencode.Input, existed bool, sub *eventb
 		if !c.claim(next.ID, ch) {
 			return
 		}
-		succ := c.streamer(next.ID, ch.lane)
+		succ := c.streamer(next, ch.lane)
 		// Its delivery was mapped by the response it ended.
 		succ.mine, succ.last = true, s.last
 		s, in, existed = succ, next, false
@@ -355,9 +359,15 @@ func (c *socket) stream(ch *chain, in *opencode.Input, existed bool, sub *eventb
 
 // streamer is a response's streamer writing to the socket; before a
 // steered response's terminal event it waits for its steer's answer.
-func (c *socket) streamer(id, lane string) *streamer {
-	s := newStreamer(id)
-	s.emit = func(_ string, b []byte) error { return c.send(withLane(b, lane)) }
+func (c *socket) streamer(in *opencode.Input, lane string) *streamer {
+	s := c.h.newStreamer(c.ctx, in, nil)
+	s.emit = func(_ string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return c.send(withLane(b, lane))
+	}
 	s.settle = c.awaitAck
 	return s
 }

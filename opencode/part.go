@@ -111,14 +111,7 @@ func (p Part) MarshalJSON() ([]byte, error) {
 	h := partHead{p.ID, p.SessionID, p.MessageID, p.Type}
 	switch p.Type {
 	case PartText:
-		return json.Marshal(struct {
-			partHead
-			Text      string          `json:"text"`
-			Synthetic bool            `json:"synthetic,omitempty"`
-			Ignored   bool            `json:"ignored,omitempty"`
-			Time      *PartTime       `json:"time,omitempty"`
-			Metadata  json.RawMessage `json:"metadata,omitempty"`
-		}{h, p.Text, p.Synthetic, p.Ignored, p.Time, p.Metadata})
+		return p.appendText(make([]byte, 0, len(p.Text)+len(p.Text)/16+256), h)
 	case PartReasoning:
 		t := p.Time
 		if t == nil {
@@ -206,4 +199,40 @@ func (p *Part) UnmarshalJSON(b []byte) error {
 	}
 	*p = Part(v)
 	return nil
+}
+
+// appendText appends a text part: the head, the text, then the rest. The
+// text (a prompt may be megabytes) is written once, into dst, which the
+// caller sizes for it, not through encoding/json's growing buffers, its
+// final copy and the copy it makes of a MarshalJSON's output.
+func (p Part) appendText(dst []byte, h partHead) ([]byte, error) {
+	head, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	rest, err := json.Marshal(struct {
+		Synthetic bool            `json:"synthetic,omitempty"`
+		Ignored   bool            `json:"ignored,omitempty"`
+		Time      *PartTime       `json:"time,omitempty"`
+		Metadata  json.RawMessage `json:"metadata,omitempty"`
+	}{p.Synthetic, p.Ignored, p.Time, p.Metadata})
+	if err != nil {
+		return nil, err
+	}
+	dst = append(append(dst, head[:len(head)-1]...), `,"text":`...)
+	dst = appendJSONString(dst, p.Text)
+	if len(rest) > 2 {
+		return append(append(dst, ','), rest[1:]...), nil
+	}
+	return append(dst, '}'), nil
+}
+
+// AppendJSON appends p's JSON (MarshalJSON's bytes) to dst: a text part
+// straight into dst, with no intermediate copy.
+func (p Part) AppendJSON(dst []byte) ([]byte, error) {
+	if p.Type == PartText {
+		return p.appendText(dst, partHead{p.ID, p.SessionID, p.MessageID, p.Type})
+	}
+	b, err := p.MarshalJSON()
+	return append(dst, b...), err
 }

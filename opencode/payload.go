@@ -1,6 +1,9 @@
 package opencode
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // Payload is the data of one event type, in OpenCode's shape (the event's
 // `properties` on /event, its `data` on the v2 streams). EventType names
@@ -330,6 +333,21 @@ type PartUpdated struct {
 	SessionID string `json:"sessionID"`
 	Part      Part   `json:"part"`
 	Time      int64  `json:"time"`
+}
+
+// MarshalJSON writes the part into the event's buffer once (see
+// Part.AppendJSON), as encoding/json would write the struct.
+func (e PartUpdated) MarshalJSON() ([]byte, error) {
+	sid, err := json.Marshal(e.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(sid)+len(e.Part.Text)+len(e.Part.Text)/16+512)
+	b = append(append(append(b, `{"sessionID":`...), sid...), `,"part":`...)
+	if b, err = e.Part.AppendJSON(b); err != nil {
+		return nil, err
+	}
+	return append(strconv.AppendInt(append(b, `,"time":`...), e.Time, 10), '}'), nil
 }
 
 // PartDelta is message.part.delta.

@@ -6,6 +6,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 )
 
@@ -75,22 +76,30 @@ func (m *Message) Texts() string {
 	if m.Parts == nil {
 		return m.Content
 	}
-	var n int
+	var n, texts int
+	var one string
 	for _, p := range m.Parts {
 		if p.Type == PartText {
 			n += len(p.Text) + 1
+			texts++
+			one = p.Text
 		}
 	}
-	b := make([]byte, 0, n)
+	if texts <= 1 {
+		// No copy: a prompt's text may be megabytes.
+		return one
+	}
+	var b strings.Builder
+	b.Grow(n)
 	for _, p := range m.Parts {
 		if p.Type == PartText {
-			if len(b) > 0 {
-				b = append(b, '\n')
+			if b.Len() > 0 {
+				b.WriteByte('\n')
 			}
-			b = append(b, p.Text...)
+			b.WriteString(p.Text)
 		}
 	}
-	return string(b)
+	return b.String()
 }
 
 // Size is the message's content size in bytes (texts, file data,

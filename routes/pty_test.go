@@ -257,6 +257,15 @@ func TestPTYReconnect(t *testing.T) {
 	}
 	b.send("PS1=; echo t$((2))wo\n") // no prompt after it: nothing comes after t2wo
 	b.until(`t2wo\r\n`)
+	// The shell may print after it (a loaded machine delays what it
+	// echoes): the cursors below are compared once the terminal is quiet,
+	// nothing printed for 300 ms.
+	checkFor(t, 20*time.Second, "the terminal to be quiet", func() bool {
+		w := e.ptyConnect(p.ID, "-1")
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		return w.frame(ctx) != nil && ctx.Err() != nil
+	})
 
 	// The whole output, replayed from 0 to a fresh client, is exactly what
 	// a saw, then what b was replayed, then what b saw live.

@@ -95,7 +95,8 @@ type Config struct {
 	AGUI AGUIHandler
 	// OpenAI serves the OpenAI door (POST /v1/responses, GET
 	// /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET
-	// /v1/responses/{id}/input_items, GET /v1/models;
+	// /v1/responses/{id}/input_items, POST /v1/chat/completions, GET
+	// /v1/models;
 	// the openai package) behind the
 	// same auth, which takes the password as a bearer token there too;
 	// nil: not mounted.
@@ -112,6 +113,7 @@ type OpenAIHandler interface {
 	// Connect serves the Responses WebSocket (GET /v1/responses
 	// upgraded), once the Origin and the upgrade are checked here.
 	Connect(w http.ResponseWriter, r *http.Request)
+	ChatCompletions(w http.ResponseWriter, r *http.Request)
 	// WriteError answers an error in OpenAI's shape.
 	WriteError(w http.ResponseWriter, r *http.Request, err error)
 }
@@ -158,6 +160,7 @@ func (s *Server) mountOpenAI(r chi.Router) {
 		o.InputItems(w, r, chi.URLParam(r, "responseID"))
 	}))
 	r.Get("/v1/models", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.Models(w, r) }))
+	r.Post("/v1/chat/completions", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.ChatCompletions(w, r) }))
 }
 
 // isOpenAI reports whether a request is the OpenAI door's, answered in

@@ -153,6 +153,9 @@ type Store interface {
 	MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error)
 	// MessageExists reports whether any session has a message with this ID.
 	MessageExists(ctx context.Context, messageID string) (bool, error)
+	// MessageSession returns the session that holds a message (any
+	// session), ErrNotFound if none does.
+	MessageSession(ctx context.Context, messageID string) (string, error)
 
 	// GetInput returns the input with this ID in any session.
 	GetInput(ctx context.Context, id string) (*opencode.Input, error)

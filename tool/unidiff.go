@@ -389,3 +389,12 @@ func jsTrim(s string) string { return strings.TrimFunc(s, jsSpace) }
 
 // jsTrimEnd is JavaScript's String.prototype.trimEnd.
 func jsTrimEnd(s string) string { return strings.TrimRightFunc(s, jsSpace) }
+
+// FilePatch is the unified diff of a file's text from oldS to newS, as
+// the write tool's metadata has it (named name), with its added and
+// deleted lines.
+func FilePatch(name, oldS, newS string) (diff string, adds, dels int) {
+	d, parts := twoFilesPatch(name, oldS, newS)
+	adds, dels = diffCounts(parts)
+	return d, adds, dels
+}

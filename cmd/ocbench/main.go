@@ -55,6 +55,7 @@ type options struct {
 	admitN     int
 	queueFrac  float64
 	rssPrompts int
+	bigMB      int
 	history    int
 	historyN   int
 	historyPar int
@@ -80,7 +81,7 @@ func main() {
 	flag.IntVar(&o.chunks, "chunks", 5, "stub model: streamed chunks per reply")
 	flag.DurationVar(&o.delay, "delay", 0, "stub model: delay before each chunk")
 	flag.IntVar(&o.pid, "pid", 0, "server pid: sample its RSS from /proc/<pid>/status")
-	flag.StringVar(&o.scenarios, "scenarios", "seq,conc,fanout,rss,admit,history", "scenarios to run (comma list): seq conc fanout rss admit history scale ext")
+	flag.StringVar(&o.scenarios, "scenarios", "seq,conc,fanout,rss,admit,history", "scenarios to run (comma list): seq conc fanout rss admit history scale ext big")
 	flag.StringVar(&o.label, "label", "", "label for the summary")
 	flag.IntVar(&o.warmup, "warmup", 1, "warm-up prompts (new session each) before measuring")
 	flag.IntVar(&o.n, "n", 50, "seq: prompts per sequential series (new session each; same session)")
@@ -93,6 +94,7 @@ func main() {
 	flag.IntVar(&o.admitN, "admit-n", 20, "admit: v2 prompts per session")
 	flag.Float64Var(&o.queueFrac, "queue-frac", 0.5, "admit: fraction of prompts with delivery queue (rest steer)")
 	flag.IntVar(&o.rssPrompts, "rss-prompts", 100, "rss: total prompts before the 'after N prompts' sample")
+	flag.IntVar(&o.bigMB, "big-mb", 8, "big: the prompt's size in MiB")
 	flag.IntVar(&o.history, "history", 10000, "history: earlier messages (noReply prompts) in the long session")
 	flag.IntVar(&o.historyN, "history-n", 20, "history: measured prompts on the long and on an empty session")
 	flag.IntVar(&o.historyPar, "history-par", 8, "history: concurrent noReply posts while filling")
@@ -110,10 +112,26 @@ func main() {
 	serveStore := flag.String("serve-store", "sqlite", "with -serve: sqlite or memory")
 	serveData := flag.String("serve-data", "ocbench-data", "with -serve: data directory")
 	serveConfig := flag.String("serve-config", "", "with -serve: opencode.json (e.g. from -print-config)")
+	serveReply := flag.String("serve-reply", "", "with -serve: the built-in scripted model's reply (default: it quotes the prompt)")
 	blockRate := flag.Int("block-rate", 0, "with -serve: runtime.SetBlockProfileRate (ns; 0 = off) for /debug/pprof/block")
 	mutexFrac := flag.Int("mutex-frac", 0, "with -serve: runtime.SetMutexProfileFraction (0 = off) for /debug/pprof/mutex")
+	chk := flag.Bool("check", false, "check the floor of make bench-check: ocbench -check OURS.txt YARDSTICK.txt (exit 1 when a guard is over its limit)")
 	cmp := flag.Bool("compare", false, "print the side-by-side tables of ocbench outputs: ocbench -compare OURS.txt OPENCODE.txt [YARDSTICK.txt] (OPENCODE.txt '-': only the yardstick table)")
 	flag.Parse()
+	if *chk {
+		if flag.NArg() != 2 {
+			fatal("-check needs two files: OURS YARDSTICK")
+		}
+		failed, err := check(os.Stdout, flag.Arg(0), flag.Arg(1))
+		if err != nil {
+			fatal("%v", err)
+		}
+		if failed > 0 {
+			fmt.Fprintf(os.Stderr, "bench-check: %d of %d guards not met\n", failed, len(guards))
+			os.Exit(1)
+		}
+		return
+	}
 	if *cmp {
 		if flag.NArg() != 2 && flag.NArg() != 3 {
 			fatal("-compare needs two or three files: OURS OPENCODE [YARDSTICK]")
@@ -129,7 +147,7 @@ func main() {
 	if *serve != "" {
 		runtime.SetBlockProfileRate(*blockRate)
 		runtime.SetMutexProfileFraction(*mutexFrac)
-		if err := serveProfiled(*serve, *pprofAddr, *serveStore, *serveData, *serveConfig); err != nil {
+		if err := serveProfiled(*serve, *pprofAddr, *serveStore, *serveData, *serveConfig, *serveReply); err != nil {
 			fatal("%v", err)
 		}
 		return
@@ -309,6 +327,11 @@ func (b *bench) run() error {
 	}
 	if b.has("scale") {
 		if err := b.scale(); err != nil {
+			return err
+		}
+	}
+	if b.has("big") {
+		if err := b.big(); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/opencode-server/opencode-server/config"
 	"github.com/opencode-server/opencode-server/internal/app"
+	"github.com/opencode-server/opencode-server/provider/scripted"
 	"github.com/opencode-server/opencode-server/store"
 	"github.com/opencode-server/opencode-server/store/memory"
 	"github.com/opencode-server/opencode-server/store/sqlite"
@@ -26,7 +27,7 @@ import (
 //
 //	ocbench -serve 127.0.0.1:4301 -serve-config stub.json -serve-data DIR -pprof 127.0.0.1:6060
 //	go tool pprof -top http://127.0.0.1:6060/debug/pprof/profile?seconds=30
-func serveProfiled(addr, pprofAddr, storeKind, data, cfgFile string) error {
+func serveProfiled(addr, pprofAddr, storeKind, data, cfgFile, reply string) error {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var st store.Store
@@ -54,7 +55,8 @@ func serveProfiled(addr, pprofAddr, storeKind, data, cfgFile string) error {
 	if err != nil {
 		return err
 	}
-	a, err := app.New(ctx, app.Options{Store: st, Directory: dir, Config: cfg, Heartbeat: 10 * time.Second, Logger: log})
+	a, err := app.New(ctx, app.Options{Store: st, Directory: dir, Config: cfg, Heartbeat: 10 * time.Second, Logger: log,
+		Scripted: scripted.Config{Reply: reply, Chunks: 5}})
 	if err != nil {
 		return err
 	}

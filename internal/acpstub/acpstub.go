@@ -39,6 +39,11 @@ const (
 	AuthBrowser = "browser"
 )
 
+// V2Env=1 makes the stub an ACP v2 agent when the client offers v2
+// (stubv2.go): session/prompt answers {} and a state_update idle ends the
+// work; steers come as session/inject.
+const V2Env = "OPENCODE_SERVER_ACP_STUB_V2"
+
 // CapsEnv, if set, is the agentCapabilities initialize answers (JSON);
 // the default advertises loadSession and no prompt capabilities.
 const CapsEnv = "OPENCODE_SERVER_ACP_STUB_CAPS"
@@ -46,6 +51,10 @@ const CapsEnv = "OPENCODE_SERVER_ACP_STUB_CAPS"
 // Replayed is what the stub replays of a session it loads (as a
 // user_message_chunk and an agent_message_chunk): a client shows none of it.
 const Replayed = "replayed history"
+
+// HistoryMarker starts the text block a client sends a new session with
+// the conversation so far.
+const HistoryMarker = "<conversation-so-far>"
 
 // Files the stub writes in its working directory.
 const (
@@ -104,6 +113,10 @@ const (
 
 // Steer is one recorded `_session/steering`.
 type Steer struct {
+	// Method is the request (v2: session/inject or session/revoke_inject);
+	// AgentID is the stub's ID of an inject.
+	Method       string   `json:"method,omitempty"`
+	AgentID      string   `json:"agentId,omitempty"`
 	MessageID    string   `json:"messageId"`
 	Texts        []string `json:"texts"`
 	IdleBehavior string   `json:"idleBehavior"`
@@ -126,10 +139,13 @@ const (
 // Prompt is one recorded session/prompt: its session, the texts, and
 // every block as sent.
 type Prompt struct {
-	SessionID string                   `json:"sessionId"`
-	MessageID string                   `json:"messageId"`
-	Texts     []string                 `json:"texts"`
-	Blocks    []acpclient.ContentBlock `json:"blocks"`
+	SessionID string   `json:"sessionId"`
+	MessageID string   `json:"messageId"`
+	Texts     []string `json:"texts"`
+	// History is a text block the client marked as the conversation so
+	// far (HistoryMarker); it is not in Texts.
+	History string                   `json:"history,omitempty"`
+	Blocks  []acpclient.ContentBlock `json:"blocks"`
 }
 
 // MaybeServe serves ACP on stdio and exits, if Env is set.
@@ -141,10 +157,16 @@ func MaybeServe() {
 	a := &stub{cancel: make(chan struct{}, 1), steered: make(chan string, 1), steering: os.Getenv(SteeringEnv) == "1",
 		ready: make(chan struct{}), ended: make(chan struct{}, 1), said: make(chan struct{}, 1), session: fmt.Sprint("stub-", os.Getpid())}
 	a.authed.Store(os.Getenv(AuthEnv) == "")
+	a.injects = map[string]string{}
 	a.conn = acpclient.NewConn(os.Stdin, os.Stdout, acpclient.Handlers{
 		Notify: func(method string, _ json.RawMessage) {
 			if method == acpclient.MethodSessionCancel {
 				appendLine(CancelledFile, "cancel")
+				if a.v2.Load() {
+					// In order with the injects and revokes.
+					b, _ := json.Marshal(Steer{Method: method})
+					appendLine(SteersFile, string(b))
+				}
 				select {
 				case a.cancel <- struct{}{}:
 				default:
@@ -177,6 +199,10 @@ type stub struct {
 	authed  atomic.Bool
 	mu      sync.Mutex
 	session string
+	// v2: the client negotiated v2; injects are the texts of the
+	// session/inject steers accepted, by the stub's ID.
+	v2      atomic.Bool
+	injects map[string]string
 }
 
 func (a *stub) sessionID() string {
@@ -198,6 +224,12 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 	<-a.ready
 	switch method {
 	case acpclient.MethodInitialize:
+		if err := strictRefusal(params); err != nil {
+			return nil, err
+		}
+		if res, ok := a.initializeV2(params); ok {
+			return res, nil
+		}
 		caps := map[string]any{"loadSession": true}
 		if c := os.Getenv(CapsEnv); c != "" {
 			caps = map[string]any{}
@@ -218,6 +250,20 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		return map[string]any{"protocolVersion": 1, "agentCapabilities": caps, "authMethods": methods}, nil
 	case acpclient.MethodSessionSteering:
 		return a.steer(params)
+	case acpclient.MethodSessionInject:
+		return a.inject(params)
+	case acpclient.MethodRevokeInject:
+		return a.revokeInject(params)
+	case acpclient.MethodSessionResume:
+		var req acpclient.ResumeSessionRequest
+		if err := json.Unmarshal(params, &req); err != nil {
+			return nil, err
+		}
+		appendLine(LoadsFile, req.SessionID)
+		a.mu.Lock()
+		a.session = req.SessionID
+		a.mu.Unlock()
+		return map[string]any{}, nil
 	case acpclient.MethodAuthenticate:
 		var req acpclient.AuthenticateRequest
 		if err := json.Unmarshal(params, &req); err != nil || req.MethodID != "api-key" || os.Getenv(AuthEnv) != AuthKey {
@@ -226,6 +272,7 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		a.authed.Store(true)
 		return map[string]any{}, nil
 	case acpclient.MethodSessionNew:
+		recordMCP(method, params)
 		if !a.authed.Load() {
 			return nil, &acpclient.RPCError{Code: acpclient.CodeAuthRequired, Message: "Authentication required"}
 		}
@@ -238,6 +285,7 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 			return nil, err
 		}
 		appendLine(LoadsFile, req.SessionID)
+		recordMCP(method, params)
 		a.mu.Lock()
 		a.session = req.SessionID
 		a.mu.Unlock()
@@ -257,7 +305,10 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		}
 		p := Prompt{SessionID: req.SessionID, MessageID: req.Meta.MessageID, Blocks: req.Prompt}
 		for _, b := range req.Prompt {
-			if b.Type == "text" {
+			switch {
+			case b.Type == "text" && strings.HasPrefix(b.Text, HistoryMarker):
+				p.History = b.Text
+			case b.Type == "text":
 				p.Texts = append(p.Texts, b.Text)
 			}
 		}
@@ -266,6 +317,10 @@ func (a *stub) serve(ctx context.Context, method string, params json.RawMessage)
 		first := ""
 		if len(p.Texts) > 0 {
 			first = p.Texts[0]
+		}
+		if a.v2.Load() {
+			go a.runV2(first)
+			return map[string]any{}, nil
 		}
 		defer func() {
 			select {
@@ -377,6 +432,9 @@ func (a *stub) say(kind, text, messageID string) {
 func endTurn() (any, error) { return map[string]any{"stopReason": acpclient.StopEndTurn}, nil }
 
 func (a *stub) run(ctx context.Context, script string) (any, error) {
+	if res, ok, err := a.runCaps(ctx, script); ok {
+		return res, err
+	}
 	switch script {
 	case Two:
 		a.say("agent_thought_chunk", "thinking", "m1")

@@ -177,7 +177,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 		ProviderID: defProvider, ModelID: defModel, Directory: o.Directory, Clock: o.Clock, Logger: o.Logger,
 		IdleTimeout: o.IdleTimeout, StoreTimeout: o.StoreTimeout, Snapshots: snapshot.New(o.DataDir), Cluster: o.Cluster,
 		Home: home, ConfigDir: config.GlobalDir(), Instructions: o.Config.Instructions,
-		Agents: agents, MoreTools: moreTools,
+		Agents: agents, MoreTools: moreTools, MCPServers: externalMCP(o.Config.MCP),
 		ReadResource: func(ctx context.Context, client, uri string) ([]lifecycle.ResourceContent, error) {
 			cs, err := servers.ReadResource(ctx, client, uri)
 			out := make([]lifecycle.ResourceContent, len(cs))
@@ -259,4 +259,23 @@ func webApp(o Options) (http.Handler, error) {
 		return routes.NewWebProxy(o.WebURL, o.Logger)
 	}
 	return nil, nil
+}
+
+// externalMCP are the config's enabled MCP servers, for external agents'
+// session/new (as mcp.Start reads them: local with a command, remote
+// with a url).
+func externalMCP(cfg map[string]config.MCPConfig) []lifecycle.MCPServer {
+	var out []lifecycle.MCPServer
+	for name, c := range cfg {
+		if c.Enabled != nil && !*c.Enabled {
+			continue
+		}
+		switch {
+		case c.Type == "remote" && c.URL != "":
+			out = append(out, lifecycle.MCPServer{Name: name, URL: c.URL, Headers: c.Headers})
+		case c.Type == "local" && len(c.Command) > 0:
+			out = append(out, lifecycle.MCPServer{Name: name, Command: c.Command, Env: c.Environment})
+		}
+	}
+	return out
 }

@@ -17,15 +17,17 @@ import (
 // gets the echo). Once the last message is a tool result, the stub answers
 // "Done." followed by the text after "then:" (to the end of its line), so a
 // test can see the turn's final text. "think:TEXT" (to the end of its line)
-// streams TEXT as reasoning first. Every other prompt is echoed as Echo does.
+// streams TEXT as reasoning first. "reply:TEXT" (to the end of its line)
+// answers TEXT instead of the echo (a big prompt with a short answer).
+// Every other prompt is echoed as Echo does.
 func Directives(req Request) Response {
 	last := req.LastMessage()
 	text := req.LastUserText()
-	var reasoning, then string
+	var reasoning, then, reply string
 	var calls []ToolCall
 	rest := text
 	for {
-		i := strings.IndexAny(rest, "ct")
+		i := strings.IndexAny(rest, "crt")
 		if i < 0 {
 			break
 		}
@@ -45,6 +47,9 @@ func Directives(req Request) Response {
 		case strings.HasPrefix(rest, "then:"):
 			line, after, _ := strings.Cut(strings.TrimPrefix(rest, "then:"), "\n")
 			then, rest = strings.TrimSpace(line), after
+		case strings.HasPrefix(rest, "reply:"):
+			line, after, _ := strings.Cut(strings.TrimPrefix(rest, "reply:"), "\n")
+			reply, rest = strings.TrimSpace(line), after
 		case strings.HasPrefix(rest, "think:"):
 			line, after, _ := strings.Cut(strings.TrimPrefix(rest, "think:"), "\n")
 			reasoning, rest = strings.TrimSpace(line), after
@@ -53,6 +58,9 @@ func Directives(req Request) Response {
 		}
 	}
 	if len(calls) == 0 || len(req.Tools) == 0 {
+		if reply != "" {
+			return Response{Reasoning: reasoning, Text: reply}
+		}
 		return Response{Reasoning: reasoning, Text: "You said: " + text}
 	}
 	if last.Role == "tool" {

@@ -16,6 +16,7 @@ func TestDirectives(t *testing.T) {
 		want Response
 	}{
 		{"echo", user("hello"), Response{Text: "You said: hello"}},
+		{"reply", user("reply: short\n" + "a long prompt"), Response{Text: "short"}},
 		{"one call, inline then", user(`call:glob {"pattern":"*.md"} then: listed`),
 			Response{ToolCalls: []ToolCall{{ID: "call_7_0", Name: "glob", Arguments: `{"pattern":"*.md"}`}}}},
 		{"two calls on lines, think", user("think: hmm\ncall:glob {\"pattern\":\"*\"}\ncall:bash {\"command\":\"ls\"}\nthen: ok"),

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/opencode-server/opencode-server/provider"
@@ -116,12 +117,12 @@ func (m *Model) Stream(ctx context.Context, req provider.Request, emit func(prov
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	in := int64(0)
+	in := 0
 	for i := range req.Messages {
-		in += int64(len(strings.Fields(req.Messages[i].Texts())))
+		in += words(req.Messages[i].Texts())
 	}
 	emit(provider.Chunk{Kind: provider.Finish, Reason: "stop",
-		Usage: provider.Usage{Input: in, Output: int64(len(strings.Fields(reply)))}})
+		Usage: provider.Usage{Input: int64(in), Output: int64(words(reply))}})
 	return nil
 }
 
@@ -152,4 +153,18 @@ func split(s string, n int) []string {
 		out = append(out, b.String())
 	}
 	return out
+}
+
+// words counts what strings.Fields would return, without the slice (a
+// prompt may be megabytes: its words would be many more).
+func words(s string) int {
+	n, in := 0, false
+	for _, r := range s {
+		space := unicode.IsSpace(r)
+		if !space && !in {
+			n++
+		}
+		in = !space
+	}
+	return n
 }

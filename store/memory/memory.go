@@ -422,6 +422,17 @@ func (m *Store) MessageExists(_ context.Context, messageID string) (bool, error)
 	return ok, nil
 }
 
+// MessageSession implements store.Store.
+func (m *Store) MessageSession(_ context.Context, messageID string) (string, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	sid, ok := m.messages[messageID]
+	if !ok {
+		return "", store.ErrNotFound
+	}
+	return sid, nil
+}
+
 // GetInput implements store.Store.
 func (m *Store) GetInput(_ context.Context, id string) (*opencode.Input, error) {
 	m.mu.RLock()

@@ -296,6 +296,21 @@ func (s *Store) MessageExists(ctx context.Context, messageID string) (bool, erro
 	return ok, nil
 }
 
+// MessageSession implements store.Store.
+func (s *Store) MessageSession(ctx context.Context, messageID string) (string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	var sid string
+	err := s.pool.QueryRow(ctx, `SELECT session_id FROM messages WHERE id = $1`, messageID).Scan(&sid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("postgres: message session: %w", err)
+	}
+	return sid, nil
+}
+
 // GetInput implements store.Store.
 func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error) {
 	ctx, cancel := s.bound(ctx)

@@ -326,6 +326,19 @@ func (s *Store) MessageExists(ctx context.Context, messageID string) (bool, erro
 	return ok, nil
 }
 
+// MessageSession implements store.Store.
+func (s *Store) MessageSession(ctx context.Context, messageID string) (string, error) {
+	var sid string
+	err := s.r.QueryRowContext(ctx, `SELECT session_id FROM messages WHERE id = ?`, messageID).Scan(&sid)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("sqlite: message session: %w", err)
+	}
+	return sid, nil
+}
+
 // GetInput implements store.Store.
 func (s *Store) GetInput(ctx context.Context, id string) (*opencode.Input, error) {
 	var ord int64

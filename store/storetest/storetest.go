@@ -444,6 +444,15 @@ func testMessages(t *testing.T, s store.Store) {
 			t.Fatalf("MessageExists(%s) = %v, %v; want %v", id, ok, err, want)
 		}
 	}
+	for id, want := range map[string]string{"msg_1": sid, "msg_o": "ses_other"} {
+		if got, err := s.MessageSession(ctx, id); err != nil || got != want {
+			t.Fatalf("MessageSession(%s) = %q, %v; want %q", id, got, err, want)
+		}
+	}
+	for _, id := range []string{"msg_missing", "prt_1"} {
+		_, err := s.MessageSession(ctx, id)
+		wantErr(t, "MessageSession("+id+")", err, store.ErrNotFound)
+	}
 	eqStrings(t, "other session", messageIDs(t, s, "ses_other"), []string{"msg_o"})
 }
 

@@ -46,7 +46,15 @@ func Encode(b *store.Batch) (*Encoded, error) {
 func each[T any](vs []T) ([][]byte, error) {
 	out := make([][]byte, len(vs))
 	for i, v := range vs {
-		b, err := json.Marshal(v)
+		var b []byte
+		var err error
+		if p, ok := any(v).(opencode.Part); ok {
+			// It writes itself compact and escaped, its text once:
+			// encoding/json would copy a prompt of megabytes once more.
+			b, err = p.MarshalJSON()
+		} else {
+			b, err = json.Marshal(v)
+		}
 		if err != nil {
 			return nil, err
 		}
