@@ -50,7 +50,8 @@ func (r *runner) steerable(in *opencode.Input, into string) opencode.SteerRefusa
 	if tu.delivered[len(tu.delivered)-1] != into {
 		return opencode.SteerSuperseded
 	}
-	if _, ext := r.external(tu); ext && tu.ext != nil && tu.ext.proc != nil && !tu.ext.proc.steering {
+	if _, ext := r.external(tu); ext && tu.ext != nil && tu.ext.proc != nil && !tu.ext.proc.steering && !tu.ext.proc.inject {
+		// Neither `_session/steering` (v1) nor session/inject (v2).
 		return opencode.SteerUnsupported
 	}
 	if len(r.steers()) >= opencode.MaxPendingSteers {
