@@ -18,7 +18,7 @@ import (
 // client). existed is true when the same ID and content were admitted
 // before; the earlier admission is returned and nothing happens twice.
 func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.Input, existed bool, err error) {
-	out, existed, _, err = m.admit(ctx, in, false)
+	out, existed, _, err = m.admit(ctx, in, nil)
 	return out, existed, err
 }
 
@@ -30,10 +30,13 @@ func (m *Manager) Admit(ctx context.Context, in *opencode.Input) (out *opencode.
 // `_session/steering` with idleBehavior promptRequired).
 func (m *Manager) AdmitIfRunning(ctx context.Context, in *opencode.Input) (out *opencode.Input, existed, running bool, err error) {
 	in.Delivery = opencode.Steer
-	return m.admit(ctx, in, true)
+	return m.admit(ctx, in, func(r *runner) bool { return r.turn != nil })
 }
 
-func (m *Manager) admit(ctx context.Context, in *opencode.Input, onlyRunning bool) (out *opencode.Input, existed, running bool, err error) {
+// admit admits in on its session's runner; gate, if set, runs there first
+// and admits nothing when it says no (the check and the admission are one
+// step: no turn can end in between).
+func (m *Manager) admit(ctx context.Context, in *opencode.Input, gate func(r *runner) bool) (out *opencode.Input, existed, running bool, err error) {
 	if !in.Delivery.Valid() {
 		return nil, false, false, opencode.Errorf(opencode.EInvalid, "delivery must be steer or queue")
 	}
@@ -50,7 +53,7 @@ func (m *Manager) admit(ctx context.Context, in *opencode.Input, onlyRunning boo
 	}
 	derr := m.do(ctx, in.SessionID, func(r *runner) {
 		running = r.turn != nil
-		if onlyRunning && !running {
+		if gate != nil && !gate(r) {
 			return
 		}
 		// A prompt after a revert makes it final (OpenCode's cleanup);

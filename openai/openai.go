@@ -30,6 +30,7 @@ type Core interface {
 	Inbox(ctx context.Context, sessionID string) ([]*opencode.Input, error)
 	FindInput(ctx context.Context, messageID string) (*opencode.Input, error)
 	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)
+	SteerInto(ctx context.Context, in *opencode.Input, into string) (*opencode.Input, bool, opencode.SteerRefusal, error)
 	Wait(ctx context.Context, sessionID, messageID string) (opencode.Result, error)
 	Revoke(ctx context.Context, sessionID, messageID string) (bool, error)
 	Abort(ctx context.Context, sessionID string) error

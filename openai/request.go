@@ -26,6 +26,10 @@ type createRequest struct {
 	Background         bool              `json:"background"`
 	Tools              []json.RawMessage `json:"tools"`
 	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	// Delivery is this door's extension (steer.go): "steer" admits the
+	// input into the running turn of previous_response_id; "queue" (or
+	// none) runs it as the session's next turn.
+	Delivery string `json:"delivery"`
 }
 
 // inputItem is one item of an input list: a message (type "message", or
@@ -137,6 +141,9 @@ func (h *Handler) decodeRequest(body []byte) (*turn, error) {
 		return nil, notFound("previous_response_id", "previous_response_not_found", fmt.Sprintf("Previous response with id '%s' not found.", clip(req.PreviousResponseID)))
 	}
 	t.session, t.previous = conv, req.PreviousResponseID
+	if err := t.checkDelivery(); err != nil {
+		return nil, err
+	}
 	return &t, nil
 }
 

@@ -101,6 +101,7 @@ const (
 	statusCompleted  = "completed"
 	statusFailed     = "failed"
 	statusCancelled  = "cancelled"
+	statusIncomplete = "incomplete"
 )
 
 // header is the response object of an input before its turn's messages
@@ -168,12 +169,22 @@ func (h *Handler) buildAt(ctx context.Context, in *opencode.Input, after string)
 	// user message having been shown while that turn ran) to the one
 	// recorded as its answer, or all so far while it runs. Turns of a
 	// session do not overlap, so nothing in between is another's.
+	// A steer delivered into the turn after the response's input ends the
+	// response there (incomplete, "steered"): the steps after it are its
+	// successor's, the response whose ID is the steer's.
 	var steps []opencode.MessageWithParts
+	steered := false
 	if start >= 0 && in.Answer != in.ID {
 		begun := false
 		for _, m := range conv[start+1:] {
 			if m.Info.Role != opencode.Assistant {
-				continue // a steer delivered into the turn, or a later input shown
+				if steered, err = h.steeredBy(ctx, in, m.Info.ID); err != nil {
+					return nil, err
+				}
+				if steered {
+					break
+				}
+				continue // a later input shown, or a core's synthetic message
 			}
 			if !begun && m.Info.ParentID != in.ID && m.Info.ID != in.Answer {
 				continue
@@ -208,12 +219,14 @@ func (h *Handler) buildAt(ctx context.Context, in *opencode.Input, after string)
 	}
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	r.Usage = &u
+	// A segment that ends at client calls is not where the steer came.
+	steered = steered && !cut
 	if cut {
 		// Over once its calls are the client's to answer.
 		if over, err := h.handedOver(ctx, r, in, steps[len(steps)-1]); err != nil || !over {
 			return r, err
 		}
-	} else if in.Answer == "" {
+	} else if in.Answer == "" && !steered {
 		return r, nil // still running
 	}
 	r.Status = statusCompleted
@@ -224,6 +237,10 @@ func (h *Handler) buildAt(ctx context.Context, in *opencode.Input, after string)
 			done := *c / 1000
 			r.CompletedAt = &done
 		}
+	}
+	if steered {
+		r.Status, r.IncompleteDetails = statusIncomplete, &incompleteDetails{Reason: "steered"}
+		return r, nil
 	}
 	if last != nil && last.Error != nil {
 		if last.Error.Name == "MessageAbortedError" {

@@ -45,6 +45,10 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.WriteError(w, r, invalid("", "invalid_idempotency_key", fmt.Sprintf("the Idempotency-Key header is longer than %d bytes", maxKey)))
 		return
 	}
+	if t.req.Delivery == "steer" {
+		h.createSteer(w, r, t, key)
+		return
+	}
 	if len(t.outputs) > 0 {
 		h.continueTurn(w, r, t)
 		return

@@ -81,15 +81,21 @@ type streamer struct {
 	seq  int64
 	id   string // the response: its user message
 	mine bool   // the user message was delivered: its turn runs
-	over bool   // a later queued turn began: ours is over
-	last int64  // the last durable event's sequence mapped
+	over bool   // a later queued turn began, or a steer was delivered: ours is over
+	// successor is the steer whose delivery ended the response: the
+	// response that carries the rest of the turn.
+	successor string
+	// settle, if set, runs before a steered response's terminal event,
+	// with the steer's ID (the WebSocket answers the steer first).
+	settle func(steer string)
+	last   int64 // the last durable event's sequence mapped
 	// items are the output items in order, by message ID in byMsg.
 	items []*itemStream
 	byMsg map[string]*itemStream
 	texts map[string]*textStream
 	tc    toolStream
 	// emit, if set, writes the events in another shape (chat
-	// completions' chunks) instead.
+	// completions' chunks) or elsewhere (the WebSocket) instead.
 	emit func(typ string, v any) error
 }
 
@@ -213,6 +219,10 @@ func (s *streamer) add(e *opencode.Event, replay bool) {
 			s.mine = true
 		case s.mine && p.Delivery == opencode.Queue:
 			s.over = true // the next turn is another response's
+		case s.mine && p.Delivery == opencode.Steer:
+			// Steered: the rest of the turn is the steer's response (or,
+			// if our turn ended first, the steer starts the next turn).
+			s.over, s.successor = true, p.MessageID
 		}
 		return
 	}
@@ -260,9 +270,10 @@ func (s *streamer) readLog(ctx context.Context, core Core, sid string) error {
 	return nil
 }
 
-// drain maps what the subscription holds now, without waiting.
+// drain maps what the subscription holds now, without waiting, up to
+// the end of the response (what follows is a successor's).
 func (s *streamer) drain(sub *eventbus.Subscription) {
-	for {
+	for !s.over {
 		select {
 		case e, ok := <-sub.C:
 			if !ok {
@@ -278,8 +289,9 @@ func (s *streamer) drain(sub *eventbus.Subscription) {
 
 // stream serves a response as OpenAI's server-sent events: created and
 // in_progress, then its turn's output items as they run, then
-// response.completed (or .failed) with the response read from the
-// session. A retried request (existed) first reads its turn from the log.
+// response.completed (or .incomplete, .failed) with the response read
+// from the session. A retried request (existed) first reads its turn from
+// the log.
 func (h *Handler) stream(w http.ResponseWriter, r *http.Request, in *opencode.Input, existed bool, sub *eventbus.Subscription) {
 	h.streamAt(w, r, streamSpec{in: in, existed: existed}, sub)
 }
@@ -296,18 +308,34 @@ type streamSpec struct {
 	emit    func(typ string, v any) error
 }
 
-// streamAt streams a response (see streamSpec).
+// streamAt streams a response (see streamSpec) as server-sent events.
 func (h *Handler) streamAt(w http.ResponseWriter, r *http.Request, sp streamSpec, sub *eventbus.Subscription) {
-	in, after, existed := sp.in, sp.after, sp.existed
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	core := h.o.Core
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &streamer{w: w, rc: http.NewResponseController(w), id: in.ID, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{},
-		tc: h.newToolStream(ctx, in, sp.skip), mine: after != "", emit: sp.emit}
+	s := h.newStreamer(r.Context(), sp.in, sp.skip)
+	s.w, s.rc = w, http.NewResponseController(w)
+	s.mine, s.emit = sp.after != "", sp.emit
+	h.follow(r.Context(), s, sp, sub)
+}
+
+func (h *Handler) newStreamer(ctx context.Context, in *opencode.Input, skip map[string]bool) *streamer {
+	return &streamer{id: in.ID, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{},
+		tc: h.newToolStream(ctx, in, skip)}
+}
+
+// follow streams one response on s until its terminal event: created and
+// in_progress, its output items, then the terminal event. A successor's
+// streamer comes with mine set and the log position of its delivery (its
+// predecessor's stream mapped the events up to there). It reports
+// whether the terminal event went out; s.successor then names the steer
+// that ended the response, if one did.
+func (h *Handler) follow(ctx context.Context, s *streamer, sp streamSpec, sub *eventbus.Subscription) bool {
+	in, after, existed := sp.in, sp.after, sp.existed
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	core := h.o.Core
 	start := h.startOf(ctx, in, after)
 	s.response("response.created", start)
 	s.response("response.in_progress", start)
@@ -319,8 +347,11 @@ func (h *Handler) streamAt(w http.ResponseWriter, r *http.Request, sp streamSpec
 		_, err := core.Wait(ctx, in.SessionID, in.ID)
 		ended <- err
 	}()
-	// What the log holds before the admission is not this response's.
-	s.last = max(in.AdmittedSeq-1, 0)
+	if s.last == 0 {
+		// What the log holds before the admission is not this response's
+		// (a successor starts where its predecessor's stream stopped).
+		s.last = max(in.AdmittedSeq-1, 0)
+	}
 	if existed {
 		if err := s.readLog(ctx, core, in.SessionID); err != nil {
 			h.o.Logger.Warn("openai: the session's log could not be read", "session", in.SessionID, "err", err)
@@ -331,7 +362,7 @@ func (h *Handler) streamAt(w http.ResponseWriter, r *http.Request, sp streamSpec
 	waiting := h.watch(ctx, in)
 	live := sub.C
 loop:
-	for s.err == nil && !(s.over && s.tc.cut != "") {
+	for s.err == nil && !(s.over && (s.tc.cut != "" || s.successor != "")) {
 		select {
 		case e, ok := <-live:
 			if !ok {
@@ -351,21 +382,23 @@ loop:
 			break loop
 		case <-heartbeat.C:
 			// A comment keeps proxies from closing a quiet stream; the
-			// SDKs' SSE decoders skip it.
-			if _, s.err = w.Write([]byte(": keep-alive\n\n")); s.err == nil {
-				s.err = s.rc.Flush()
+			// SDKs' SSE decoders skip it (a WebSocket has no w).
+			if s.w != nil {
+				if _, s.err = s.w.Write([]byte(": keep-alive\n\n")); s.err == nil {
+					s.err = s.rc.Flush()
+				}
 			}
 		case <-ctx.Done():
-			return // the client left: its turn goes on in the core
+			return false // the client left: its turn goes on in the core
 		case <-h.o.Done:
-			return
+			return false
 		}
 	}
 	if s.err != nil {
 		if !errors.Is(s.err, context.Canceled) {
 			h.o.Logger.Debug("openai: the client left the stream", "response", in.ID, "err", s.err)
 		}
-		return
+		return false
 	}
 	s.drain(sub)
 	if err := s.readLog(ctx, core, in.SessionID); err != nil {
@@ -382,12 +415,18 @@ loop:
 		final.Status = statusFailed
 		final.Error = &responseError{Code: "server_error", Message: "the response could not be read; GET /v1/responses/" + start.ID + " has it"}
 	}
+	if s.successor != "" && s.settle != nil {
+		s.settle(s.successor)
+	}
 	switch final.Status {
 	case statusCompleted:
 		s.response("response.completed", final)
+	case statusIncomplete:
+		s.response("response.incomplete", final)
 	default:
 		s.response("response.failed", final)
 	}
+	return s.err == nil
 }
 
 // final reads a response once its turn ended.

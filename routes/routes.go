@@ -110,6 +110,9 @@ type OpenAIHandler interface {
 	Cancel(w http.ResponseWriter, r *http.Request, id string)
 	InputItems(w http.ResponseWriter, r *http.Request, id string)
 	Models(w http.ResponseWriter, r *http.Request)
+	// Connect serves the Responses WebSocket (GET /v1/responses
+	// upgraded), once the Origin and the upgrade are checked here.
+	Connect(w http.ResponseWriter, r *http.Request)
 	ChatCompletions(w http.ResponseWriter, r *http.Request)
 	// WriteError answers an error in OpenAI's shape.
 	WriteError(w http.ResponseWriter, r *http.Request, err error)
@@ -128,6 +131,25 @@ func (s *Server) mountOpenAI(r chi.Router) {
 		}
 	}
 	r.Post("/v1/responses", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) { o.Create(w, r) }))
+	r.Get("/v1/responses", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
+		// The Responses WebSocket: websockets are not subject to CORS, so
+		// a browser page's Origin is checked as the terminal's is, and the
+		// socket holds one of the client's stream slots.
+		switch {
+		case !s.ptyOrigin(r):
+			o.WriteError(w, r, &opencode.Error{Code: opencode.EForbidden, Message: "Origin " + clip(r.Header.Get("Origin")) + " is not allowed"})
+		case !isUpgrade(r):
+			o.WriteError(w, r, &opencode.Error{Code: opencode.EInvalid, Message: "GET /v1/responses is the Responses WebSocket: send an Upgrade request, or POST /v1/responses"})
+		default:
+			release, ok := s.streams.acquire(r)
+			if !ok {
+				o.WriteError(w, r, tooManyStreams)
+				return
+			}
+			defer release()
+			o.Connect(w, r)
+		}
+	}))
 	r.Get("/v1/responses/{responseID}", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
 		o.Retrieve(w, r, chi.URLParam(r, "responseID"))
 	}))
