@@ -290,6 +290,9 @@ func TestVCSReference(t *testing.T) {
 	t.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
 	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
 	t.Setenv("XDG_DATA_HOME", filepath.Join(w, "home", "data")) // where worktrees go, as the reference's
+	// Start commands run in a login shell (bash -lc, as OpenCode's): the
+	// machine user's profile must not be read (one here hung bash -lc).
+	t.Setenv("HOME", filepath.Join(w, "home"))
 	if out, err := exec.Command("bash", filepath.Join(vcsRefDir, "setup.sh"), w).CombinedOutput(); err != nil {
 		t.Fatalf("setup.sh: %v: %s", err, out)
 	}
