@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -279,14 +278,9 @@ func match(held, prior []entry, last entry) (history []entry, retry string, ok b
 // ChatCompletions serves POST /v1/chat/completions (see the file's
 // comment).
 func (h *Handler) ChatCompletions(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := readBody(w, r)
 	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			h.WriteError(w, r, &opencode.Error{Code: opencode.ETooLarge, Message: fmt.Sprintf("the request is larger than %d bytes", maxBody)})
-			return
-		}
-		h.WriteError(w, r, invalid("", "", "the body could not be read: "+err.Error()))
+		h.WriteError(w, r, err)
 		return
 	}
 	c, err := h.decodeChat(body)

@@ -25,14 +25,9 @@ const (
 // the response is its turn: answered as JSON when the turn ends, or
 // streamed as it runs.
 func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := readBody(w, r)
 	if err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			h.WriteError(w, r, &opencode.Error{Code: opencode.ETooLarge, Message: fmt.Sprintf("the request is larger than %d bytes", maxBody)})
-			return
-		}
-		h.WriteError(w, r, invalid("", "", "the body could not be read: "+err.Error()))
+		h.WriteError(w, r, err)
 		return
 	}
 	t, err := h.decodeRequest(body)
@@ -305,4 +300,18 @@ func (h *Handler) Models(w http.ResponseWriter, r *http.Request) {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{"list", out})
+}
+
+// readBody reads a request's body, at most maxBody bytes: a larger one is
+// ETooLarge, one that cannot be read a bad request.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return nil, &opencode.Error{Code: opencode.ETooLarge, Message: fmt.Sprintf("the request is larger than %d bytes", maxBody)}
+		}
+		return nil, invalid("", "", "the body could not be read: "+err.Error())
+	}
+	return body, nil
 }
