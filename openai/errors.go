@@ -45,6 +45,22 @@ func (h *Handler) WriteError(w http.ResponseWriter, r *http.Request, err error) 
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client is gone
 	}
+	oe, k, body := apiErrorOf(err)
+	if k.HTTP >= 500 {
+		h.o.Logger.Log(r.Context(), k.Level(), "openai: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if k.HTTP == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(max(oe.RetryAfter, 1)))
+	}
+	writeJSON(w, k.HTTP, struct {
+		Error apiError `json:"error"`
+	}{body})
+}
+
+// apiErrorOf is err in OpenAI's shape: the status and type of the one
+// error table (opencode.Kinds), the parameter and code a fieldError names;
+// an internal error's cause stays out of the message (the log has it).
+func apiErrorOf(err error) (*opencode.Error, opencode.Kind, apiError) {
 	var oe *opencode.Error
 	if !errors.As(err, &oe) {
 		// The core maps store outages itself: anything untyped is a bug.
@@ -61,18 +77,10 @@ func (h *Handler) WriteError(w http.ResponseWriter, r *http.Request, err error) 
 			body.Code = &fe.code
 		}
 	}
-	if k.HTTP >= 500 {
-		h.o.Logger.Log(r.Context(), k.Level(), "openai: request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		if oe.Code == opencode.EInternal || body.Message == "" {
-			body.Message = "Internal server error; the server's log has the cause"
-		}
+	if k.HTTP >= 500 && (oe.Code == opencode.EInternal || body.Message == "") {
+		body.Message = "Internal server error; the server's log has the cause"
 	}
-	if k.HTTP == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", strconv.Itoa(max(oe.RetryAfter, 1)))
-	}
-	writeJSON(w, k.HTTP, struct {
-		Error apiError `json:"error"`
-	}{body})
+	return oe, k, body
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -191,26 +191,9 @@ type wsError struct {
 // fail answers a command that failed with an error event: the status,
 // type and code of the one error table, as the HTTP door answers.
 func (c *socket) fail(lane string, err error) {
-	var oe *opencode.Error
-	if !errors.As(err, &oe) {
-		oe = &opencode.Error{Code: opencode.EInternal, Cause: err}
-	}
-	k := opencode.KindOf(oe.Code)
-	body := apiError{Message: oe.Message, Type: k.OpenAI}
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		if fe.param != "" {
-			body.Param = &fe.param
-		}
-		if fe.code != "" {
-			body.Code = &fe.code
-		}
-	}
+	_, k, body := apiErrorOf(err)
 	if k.HTTP >= 500 {
 		c.h.o.Logger.Log(c.ctx, k.Level(), "openai: websocket command failed", "err", err)
-		if oe.Code == opencode.EInternal || body.Message == "" {
-			body.Message = "Internal server error; the server's log has the cause"
-		}
 	}
 	c.sendEvent(lane, func(seq int64) any { return wsError{Type: "error", SequenceNumber: seq, Status: k.HTTP, Error: body} })
 }
