@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/store"
@@ -22,7 +23,11 @@ func TestPromptStoreOutage(t *testing.T) {
 	c.handshake()
 	sid := c.newSession(srv.Directory)
 	st.SetInputsDown(true)
-	_, ch := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt("during the outage")})
+	// With the client's message ID: its admission must read the store (an
+	// earlier admission of that ID?), which the outage fails. (A minted ID
+	// reads nothing: whether a read came after depended on timing.)
+	_, ch := c.request("session/prompt", map[string]any{"sessionId": sid, "prompt": textPrompt("during the outage"),
+		"_meta": map[string]any{"messageId": identifier.NewMessage()}})
 	m := c.wait(ch, "session/prompt")
 	st.SetInputsDown(false)
 	if m.Error == nil || m.Error.Code != opencode.KindOf(opencode.EUnavailable).RPC {
