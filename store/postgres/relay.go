@@ -199,6 +199,10 @@ func (c *cluster) listen() error {
 		return err
 	}
 	cancel()
+	// An instance that said hello before this LISTEN was up is counted
+	// now, not at the next renewal: meanwhile this one would think itself
+	// alone and not broadcast (a permission asked here never listed there).
+	c.countPeers(c.ctx, c.Instance())
 	for {
 		n, err := c.notification(conn)
 		if err != nil {
