@@ -306,9 +306,24 @@ func (c *socket) claim(id string, ch *chain) bool {
 	if _, ok := c.chains[id]; ok {
 		return false
 	}
+	if len(c.chains) >= maxChains {
+		// A long-lived socket forgets the responses that ended (at most
+		// maxSocketResponses stream at once): a steer naming one is then "not a
+		// response of this connection" rather than refused as completed.
+		for k, v := range c.chains {
+			select {
+			case <-v.done:
+				delete(c.chains, k)
+			default:
+			}
+		}
+	}
 	c.chains[id] = ch
 	return true
 }
+
+// maxChains bounds the responses a socket remembers.
+const maxChains = 1024
 
 func (c *socket) chainOf(id string) *chain {
 	c.mu.Lock()
