@@ -64,10 +64,12 @@ type extTerminal struct {
 
 // termBuffer keeps the last limit bytes a command printed.
 type termBuffer struct {
-	mu        sync.Mutex
-	limit     int
-	b         []byte
-	truncated bool
+	mu    sync.Mutex
+	limit int
+	// b holds at least the last limit bytes; it is cut back to them only
+	// when it reaches twice that, so a chatty command's writes do not each
+	// copy the whole buffer.
+	b []byte
 	// written counts every byte written (a watcher sees new output).
 	written int64
 }
@@ -78,25 +80,28 @@ func (b *termBuffer) Write(p []byte) (int, error) {
 	n := len(p)
 	b.written += int64(n)
 	b.b = append(b.b, p...)
-	if over := len(b.b) - b.limit; over > 0 {
-		b.truncated = true
-		b.b = append(b.b[:0:0], b.b[over:]...)
+	if len(b.b) >= 2*b.limit {
+		b.b = append(b.b[:0:0], b.b[len(b.b)-b.limit:]...)
 	}
 	return n, nil
 }
 
 // text is the output kept, starting at a character boundary (the cut
-// may have split one).
+// may have split one), and whether some was dropped.
 func (b *termBuffer) text() (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := b.b
-	if b.truncated {
+	truncated := b.written > int64(b.limit)
+	if len(out) > b.limit {
+		out = out[len(out)-b.limit:]
+	}
+	if truncated {
 		for i := 0; i < utf8.UTFMax && len(out) > 0 && !utf8.RuneStart(out[0]); i++ {
 			out = out[1:]
 		}
 	}
-	return string(out), b.truncated
+	return string(out), truncated
 }
 
 // terminalError is an RPC error for the agent (invalid params).
