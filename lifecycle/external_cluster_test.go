@@ -24,16 +24,7 @@ import (
 // stored with ours); a prompt through A then goes to B's process, still
 // the only one running.
 func TestExternalAgentCluster(t *testing.T) {
-	pg := pgtest.Need(t)
-	dsn := pg.DSN(pg.FreshDB(t))
-	dir := t.TempDir()
-	checkStubsGone(t, dir)
-	opts := testserver.Options{Postgres: dsn, Config: externalConfig(""), Directory: dir}
-	a := testserver.Start(t, opts)
-	b := testserver.Start(t, opts)
-	// A stops before B's leak check: B's forwarded requests keep
-	// connections to A open until A closes them.
-	t.Cleanup(a.Stop)
+	a, b, dir, dsn := externalPair(t)
 	ca, cb := newClient(t, a), newClient(t, b)
 	sid := ca.newSession()
 	if got := ca.externalPrompt(sid, "first"); got.Info.Error != nil || got.text() != "echo: first" {
@@ -115,14 +106,7 @@ func TestExternalAgentCluster(t *testing.T) {
 // (through A) runs on the new owner's process, the only one, which loads
 // the agent's session.
 func TestExternalAgentClusterMidTurn(t *testing.T) {
-	pg := pgtest.Need(t)
-	dsn := pg.DSN(pg.FreshDB(t))
-	dir := t.TempDir()
-	checkStubsGone(t, dir)
-	opts := testserver.Options{Postgres: dsn, Config: externalConfig(""), Directory: dir}
-	a := testserver.Start(t, opts)
-	b := testserver.Start(t, opts)
-	t.Cleanup(a.Stop) // before B's leak check (see TestExternalAgentCluster)
+	a, b, dir, dsn := externalPair(t)
 	ca, cb := newClient(t, a), newClient(t, b)
 	sid := ca.newSession()
 	live := recordLive(t, a, sid)
@@ -213,4 +197,20 @@ func TestExternalAgentClusterRelease(t *testing.T) {
 	if loads := stubLoads(dir); !slices.Equal(loads, []string{agentSession}) {
 		t.Errorf("session/load calls %v, want B's process to load %s", loads, agentSession)
 	}
+}
+
+// externalPair starts two instances A and B on one fresh PostgreSQL
+// database, with the stub external agent and one project directory.
+func externalPair(t *testing.T) (a, b *testserver.Server, dir, dsn string) {
+	pg := pgtest.Need(t)
+	dsn = pg.DSN(pg.FreshDB(t))
+	dir = t.TempDir()
+	checkStubsGone(t, dir)
+	opts := testserver.Options{Postgres: dsn, Config: externalConfig(""), Directory: dir}
+	a = testserver.Start(t, opts)
+	b = testserver.Start(t, opts)
+	// A stops before B's leak check: B's forwarded requests keep
+	// connections to A open until A closes them.
+	t.Cleanup(a.Stop)
+	return a, b, dir, dsn
 }
