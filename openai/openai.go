@@ -27,6 +27,7 @@ type Core interface {
 	CreateSession(ctx context.Context, opts opencode.SessionOptions) (opencode.Session, bool, error)
 	GetSession(ctx context.Context, id string) (opencode.Session, error)
 	Messages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error)
+	MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error)
 	Inbox(ctx context.Context, sessionID string) ([]*opencode.Input, error)
 	FindInput(ctx context.Context, messageID string) (*opencode.Input, error)
 	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)

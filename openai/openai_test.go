@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -323,6 +324,22 @@ func TestResponseStream(t *testing.T) {
 	conv := messages(t, srv.URL, r.Conversation.ID)
 	if len(conv) != 2 || conv[0].Info.ID != r.ID || conv[1].Info.ID != r.Output[0].ID {
 		t.Errorf("the session does not hold the response's messages under its IDs")
+	}
+	// The final response (composed from the turn's last message as the
+	// core answered it) is the one GET reads from the session.
+	var streamed struct {
+		Response map[string]any `json:"response"`
+	}
+	if err := json.Unmarshal([]byte(evs[len(evs)-1].raw), &streamed); err != nil {
+		t.Fatal(err)
+	}
+	status, body := do(t, "GET", srv.URL+"/v1/responses/"+r.ID, nil, nil)
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); status != 200 || err != nil {
+		t.Fatalf("GET: %d %s %v", status, body, err)
+	}
+	if !reflect.DeepEqual(streamed.Response, got) {
+		t.Errorf("streamed final response\n%v\nGET /v1/responses/%s\n%v", streamed.Response, r.ID, got)
 	}
 }
 
