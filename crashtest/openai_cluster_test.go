@@ -2,12 +2,16 @@ package crashtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/coder/websocket"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/opencode-server/opencode-server/internal/pgtest"
@@ -31,8 +35,10 @@ func TestScaleOutOpenAI(t *testing.T) {
 	var cls []*client
 	var urls []string
 	for _, n := range []string{"a", "b"} {
+		// Turns of a second (10 chunks 100 ms apart), to steer into.
 		srv := startServer(t, filepath.Join(dir, n), filepath.Join(dir, n+".log"), "--store", "postgres",
-			"--postgres-url", url, "--lease-ttl", clusterTTL.String(), "--directory", project)
+			"--postgres-url", url, "--lease-ttl", clusterTTL.String(), "--directory", project,
+			"--scripted-chunks", "10", "--scripted-delay", "100ms")
 		cls = append(cls, newClient(srv.url))
 		urls = append(urls, srv.url)
 		defer cls[len(cls)-1].close()
@@ -133,9 +139,71 @@ func TestScaleOutOpenAI(t *testing.T) {
 	}
 	checkOwner("a re-stream and a cancel through B")
 
+	// A WebSocket on B: a response after A's, steered while it runs; the
+	// frames come from A's runner through B.
+	ws, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(b.base, "http")+"/v1/responses", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(32 << 20)
+	send := func(v any) {
+		t.Helper()
+		if err := ws.Write(t.Context(), websocket.MessageText, mustJSON(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		_, b, err := ws.Read(ctx)
+		var e map[string]any
+		if err != nil || json.Unmarshal(b, &e) != nil {
+			t.Fatalf("websocket read: %v %s", err, b)
+		}
+		return e
+	}
+	send(map[string]any{"type": "response.create", "input": "fifth over the socket", "previous_response_id": fourth.ID})
+	var running string
+	for running == "" {
+		e := next()
+		switch e["type"] {
+		case "response.created":
+			running, _ = e["response"].(map[string]any)["id"].(string)
+		case "error":
+			t.Fatalf("response.create through B: %v", e)
+		}
+	}
+	for e := next(); e["type"] != "response.output_text.delta"; e = next() {
+	}
+	send(map[string]any{"type": "response.steer", "previous_response_id": running, "input": "steered over the socket"})
+	var seen []string
+	var successor, done string
+	for done == "" {
+		e := next()
+		typ, _ := e["type"].(string)
+		seen = append(seen, typ)
+		switch typ {
+		case "response.steer.accepted":
+			successor, _ = e["steer"].(map[string]any)["id"].(string)
+		case "response.steer.failed", "error", "response.failed":
+			t.Fatalf("the steer through B: %v (after %v)", e, seen)
+		case "response.completed":
+			r, _ := e["response"].(map[string]any)
+			if id, _ := r["id"].(string); id == successor && successor != "" {
+				done = id
+			}
+		}
+	}
+	if !slices.Contains(seen, "response.incomplete") {
+		t.Errorf("the steered response did not end incomplete: %v", seen)
+	}
+	checkOwner("a steered response over B's socket")
+
 	var msgs []json.RawMessage
-	if err := a.getJSON("/session/"+sid+"/message", &msgs); err != nil || len(msgs) != 8 {
-		t.Errorf("A has %d messages (%v), want 8: four responses, an input and a reply each", len(msgs), err)
+	if err := a.getJSON("/session/"+sid+"/message", &msgs); err != nil || len(msgs) != 12 {
+		t.Errorf("A has %d messages (%v), want 12: four responses, an input and a reply each, then an input and its step, the steer and the step after it", len(msgs), err)
 	}
 	// B ran none of it: it forwarded.
 	if lb := tail(filepath.Join(dir, "b.log"), 400); strings.Contains(lb, "run by another instance") {

@@ -38,6 +38,10 @@ type Core interface {
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
 	HasModel(providerID, modelID string) bool
+	// Clustered and Owner: a WebSocket's requests for a session another
+	// instance runs are relayed there (ws_relay.go).
+	Clustered() bool
+	Owner(ctx context.Context, sessionID string) (string, error)
 	Agents() []agent.Agent
 	toolCore
 	chatCore

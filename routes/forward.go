@@ -26,7 +26,7 @@ import (
 
 // forwardedHeader marks a forwarded request: its receiver serves it
 // itself (no forwarding loops while ownership moves).
-const forwardedHeader = "X-Opencode-Server-Forwarded"
+const forwardedHeader = opencode.ForwardedHeader
 
 var forwardClient = &http.Transport{
 	Proxy:               nil,
