@@ -1,0 +1,341 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
+	"github.com/opencode-server/opencode-server/internal/testserver"
+	"github.com/opencode-server/opencode-server/opencode"
+)
+
+// lastModelConversation is the stub model's last request as lines: each
+// user and assistant message's text (with an assistant's calls), each
+// tool result with its call ID; the system prompt left out.
+func lastModelConversation(t *testing.T, stub *stubmodel.Server) []string {
+	t.Helper()
+	reqs := stub.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("no model call")
+	}
+	var req stubmodel.Request
+	if err := json.Unmarshal(reqs[len(reqs)-1], &req); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "user", "assistant":
+			line := m.Role + ": " + m.Content
+			for _, c := range m.ToolCalls {
+				line += fmt.Sprintf(" [%s %s %s]", c.ID, c.Function.Name, c.Function.Arguments)
+			}
+			out = append(out, line)
+		case "tool":
+			out = append(out, "tool "+m.ToolCallID+": "+m.Content)
+		}
+	}
+	return out
+}
+
+// sessionItems is what a session holds as lines: each message's role and
+// text parts, and its tool parts' calls with their outputs.
+func sessionItems(t *testing.T, url, session string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range messages(t, url, session) {
+		var texts []string
+		for _, p := range m.Parts {
+			switch {
+			case p.Type == opencode.PartText && !p.Synthetic:
+				texts = append(texts, p.Text)
+			case p.Type == opencode.PartTool && p.State != nil && p.State.Output != nil:
+				texts = append(texts, fmt.Sprintf("[%s %s -> %s]", p.CallID, p.Tool, *p.State.Output))
+			case p.Type == opencode.PartTool:
+				texts = append(texts, fmt.Sprintf("[%s %s]", p.CallID, p.Tool))
+			}
+		}
+		out = append(out, string(m.Info.Role)+": "+strings.Join(texts, " "))
+	}
+	return out
+}
+
+// sdkErr is an SDK error with the body it was answered.
+func sdkErr(err error) string {
+	var e *oai.Error
+	if errors.As(err, &e) {
+		return err.Error() + " " + e.RawJSON()
+	}
+	return err.Error()
+}
+
+// asInput is a response's output as input items, as a stateless client
+// appends it to its conversation.
+func asInput(r *responses.Response) []responses.ResponseInputItemUnionParam {
+	var out []responses.ResponseInputItemUnionParam
+	for _, it := range r.Output {
+		switch it.Type {
+		case "message":
+			m := it.AsMessage().ToParam()
+			out = append(out, responses.ResponseInputItemUnionParam{OfOutputMessage: &m})
+		case "function_call":
+			c := it.AsFunctionCall().ToParam()
+			out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCall: &c})
+		}
+	}
+	return out
+}
+
+func userItem(s string) responses.ResponseInputItemUnionParam {
+	return responses.ResponseInputItemParamOfMessage(s, responses.EasyInputMessageRoleUser)
+}
+
+func assistantItem(id, s string) responses.ResponseInputItemUnionParam {
+	return responses.ResponseInputItemParamOfOutputMessage([]responses.ResponseOutputMessageContentUnionParam{
+		{OfOutputText: &responses.ResponseOutputTextParam{Text: s, Annotations: []responses.ResponseOutputTextAnnotationUnionParam{}}}},
+		id, responses.ResponseOutputMessageStatusCompleted)
+}
+
+func callItem(callID, name, args string) responses.ResponseInputItemUnionParam {
+	return responses.ResponseInputItemParamOfFunctionCall(args, callID, name)
+}
+
+func outputItem(callID, output string) responses.ResponseInputItemUnionParam {
+	return responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{CallID: oai.String(callID),
+		Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: oai.String(output)}}}
+}
+
+// TestConversationInput: with openai-go, a whole conversation as input
+// (user and assistant messages, a function call of elsewhere and its
+// output, a reasoning item) and no previous_response_id starts a session
+// that holds its earlier part as history, stored once and never run:
+// the model is sent it once, in order, the call and its output included,
+// and only the last user message runs a turn. The conversation re-sent
+// statelessly with the answer and one more user message (the session
+// found by our assistant message's ID) runs one turn and stores nothing
+// twice; the same again is a retry answered by that turn; with
+// conversation it goes on the same way.
+func TestConversationInput(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "stream"}[streaming], func(t *testing.T) {
+			srv, stub := stubServer(t, stubmodel.WithChunks(3))
+			c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			send := func(p responses.ResponseNewParams) *responses.Response {
+				t.Helper()
+				if !streaming {
+					r, err := c.Responses.New(ctx, p)
+					if err != nil {
+						t.Fatalf("Responses.New: %s", sdkErr(err))
+					}
+					checkRequired(t, "response", reflect.ValueOf(*r))
+					return r
+				}
+				return streamSDK(t, ctx, c, p)
+			}
+			input := []responses.ResponseInputItemUnionParam{
+				responses.ResponseInputItemParamOfMessage("be brief", responses.EasyInputMessageRoleSystem),
+				userItem("what is the weather in Paris?"),
+				assistantItem("msg_elsewhere1", "let me look"),
+				callItem("call_elsewhere", "get_weather", `{"city":"Paris"}`),
+				outputItem("call_elsewhere", "22C"),
+				responses.ResponseInputItemParamOfReasoning("rs_elsewhere", []responses.ResponseReasoningItemSummaryParam{{Text: "it is warm"}}),
+				assistantItem("msg_elsewhere2", "It is 22C in Paris."),
+				userItem("and tomorrow?"),
+			}
+			r := send(responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+			sid := r.Conversation.ID
+			if r.Status != responses.ResponseStatusCompleted || r.OutputText() != "You said: and tomorrow?" || !strings.HasPrefix(sid, "ses_") {
+				t.Fatalf("response %s %s %q in %s", r.ID, r.Status, r.OutputText(), sid)
+			}
+			if n := len(stub.Requests()); n != 1 {
+				t.Fatalf("%d model calls: the history ran as turns", n)
+			}
+			want := []string{"user: what is the weather in Paris?", "assistant: let me look [call_elsewhere get_weather {\"city\":\"Paris\"}]",
+				"tool call_elsewhere: 22C", "assistant: It is 22C in Paris.", "user: and tomorrow?"}
+			if got := lastModelConversation(t, stub); !reflect.DeepEqual(got, want) {
+				t.Errorf("the model was sent\n%q\nwant\n%q", got, want)
+			}
+			held := []string{"user: what is the weather in Paris?", "assistant: let me look [call_elsewhere get_weather -> 22C]",
+				"assistant: It is 22C in Paris.", "user: and tomorrow?", "assistant: You said: and tomorrow?"}
+			if got := sessionItems(t, srv.URL, sid); !reflect.DeepEqual(got, held) {
+				t.Fatalf("the session holds\n%q\nwant\n%q", got, held)
+			}
+			if conv := messages(t, srv.URL, sid); conv[3].Info.ID != r.ID {
+				t.Errorf("the turn's user message is %s; the response %s", conv[3].Info.ID, r.ID)
+			}
+
+			// Stateless, with the answer and one more message: the same
+			// session, one more turn, nothing stored twice.
+			input = append(append(input, asInput(r)...), userItem("thanks"))
+			next := send(responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+			if next.Conversation.ID != sid || next.OutputText() != "You said: thanks" || len(stub.Requests()) != 2 {
+				t.Fatalf("re-sent: %s in %s %q after %d model calls", next.ID, next.Conversation.ID, next.OutputText(), len(stub.Requests()))
+			}
+			want = append(want, "assistant: You said: and tomorrow?", "user: thanks")
+			if got := lastModelConversation(t, stub); !reflect.DeepEqual(got, want) {
+				t.Errorf("the model was sent\n%q\nwant\n%q", got, want)
+			}
+			held = append(held, "user: thanks", "assistant: You said: thanks")
+			if got := sessionItems(t, srv.URL, sid); !reflect.DeepEqual(got, held) {
+				t.Fatalf("the session holds\n%q\nwant\n%q", got, held)
+			}
+
+			// The same again: a retry, answered by that turn.
+			again := send(responses.ResponseNewParams{Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+			if again.ID != next.ID || again.OutputText() != next.OutputText() || len(stub.Requests()) != 2 {
+				t.Errorf("the same conversation again: %s %q after %d model calls; want %s", again.ID, again.OutputText(), len(stub.Requests()), next.ID)
+			}
+
+			// Naming the conversation, the same.
+			input = append(append(input, asInput(next)...), userItem("bye"))
+			last := send(responses.ResponseNewParams{Conversation: responses.ResponseNewParamsConversationUnion{OfString: oai.String(sid)},
+				Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+			if last.Conversation.ID != sid || last.OutputText() != "You said: bye" || len(stub.Requests()) != 3 {
+				t.Fatalf("with conversation: %s in %s %q after %d model calls", last.ID, last.Conversation.ID, last.OutputText(), len(stub.Requests()))
+			}
+			held = append(held, "user: bye", "assistant: You said: bye")
+			if got := sessionItems(t, srv.URL, sid); !reflect.DeepEqual(got, held) {
+				t.Fatalf("the session holds\n%q\nwant\n%q", got, held)
+			}
+			if n := sessions(t, srv.URL); n != 1 {
+				t.Errorf("%d sessions; want 1", n)
+			}
+		})
+	}
+}
+
+// TestConversationToolRoundTrip: a stateless client (the agents SDK's
+// default) sends the function call back as a function_call item before
+// its output, with the user message: the outputs go to the call waiting
+// in the session whose turn made it, and the response is that turn going
+// on (one user message); the next conversation, with a new user message,
+// is a second turn of the same session.
+func TestConversationToolRoundTrip(t *testing.T) {
+	srv, stub := stubServer(t)
+	c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tools := []responses.ToolUnionParam{weatherTool()}
+	input := []responses.ResponseInputItemUnionParam{userItem(weatherPrompt)}
+	first, err := c.Responses.New(ctx, responses.ResponseNewParams{Tools: tools, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := asInput(first)
+	if len(calls) != 1 || calls[0].OfFunctionCall == nil {
+		t.Fatalf("first response: %s", first.RawJSON())
+	}
+	call := first.Output[len(first.Output)-1].AsFunctionCall() // ToParam's fields are empty: it re-sends the raw JSON
+	sid := first.Conversation.ID
+	input = append(append(input, calls...), outputItem(call.CallID, "22C and sunny"))
+	next, err := c.Responses.New(ctx, responses.ResponseNewParams{Tools: tools, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+	if err != nil {
+		t.Fatalf("the conversation with the output: %s", sdkErr(err))
+	}
+	if next.Conversation.ID != sid || next.OutputText() != "Done. sunny" || next.PreviousResponseID != first.ID {
+		t.Fatalf("continuation %s in %s after %s: %q", next.ID, next.Conversation.ID, next.PreviousResponseID, next.OutputText())
+	}
+	if results := toolMessages(t, stub); len(results) != 1 || results[0].Content != "22C and sunny" {
+		t.Errorf("the model was sent tool results %+v", results)
+	}
+	if n := users(t, srv.URL, sid); n != 1 {
+		t.Errorf("%d user messages: the exchange is not one turn", n)
+	}
+	input = append(append(input, asInput(next)...), userItem("thanks"))
+	third, err := c.Responses.New(ctx, responses.ResponseNewParams{Tools: tools, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+	if err != nil {
+		t.Fatalf("the next turn: %s", sdkErr(err))
+	}
+	if third.Conversation.ID != sid || third.OutputText() != "You said: thanks" {
+		t.Errorf("third: %s in %s %q", third.ID, third.Conversation.ID, third.OutputText())
+	}
+	want := []string{"user: " + weatherPrompt, "assistant: [" + call.CallID + " get_weather -> 22C and sunny]", "assistant: Done. sunny",
+		"user: thanks", "assistant: You said: thanks"}
+	if got := sessionItems(t, srv.URL, sid); !reflect.DeepEqual(got, want) {
+		t.Errorf("the session holds\n%q\nwant\n%q", got, want)
+	}
+	if n := sessions(t, srv.URL); n != 1 {
+		t.Errorf("%d sessions; want 1", n)
+	}
+}
+
+// TestConversationBadInput: a conversation the door cannot take is a 4xx
+// in OpenAI's shape naming the item, and nothing is stored, admitted or
+// run; one that does not repeat the session it names is a 409.
+func TestConversationBadInput(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scriptedConfig(2)})
+	first := create(t, srv.URL, map[string]any{"model": scriptedModel, "input": "hello"}, nil)
+	user := func(s string) map[string]any { return map[string]any{"role": "user", "content": s} }
+	assistant := func(s string) map[string]any {
+		return map[string]any{"type": "message", "role": "assistant", "content": []any{map[string]any{"type": "output_text", "text": s}}}
+	}
+	call := func(id string) map[string]any {
+		return map[string]any{"type": "function_call", "call_id": id, "name": "f", "arguments": "{}"}
+	}
+	output := func(id string) map[string]any {
+		return map[string]any{"type": "function_call_output", "call_id": id, "output": "x"}
+	}
+	before, calls := sessions(t, srv.URL), len(srv.Model.Calls())
+	held := messages(t, srv.URL, first.Conversation.ID)
+	cases := []struct {
+		name  string
+		body  map[string]any
+		code  int
+		param string
+	}{
+		{"an output for no call", map[string]any{"input": []any{user("hi"), assistant("yo"), output("call_none"), user("again")}}, 400, "input[2].call_id"},
+		{"an output for no call at the end", map[string]any{"input": []any{user("hi"), assistant("yo"), output("call_none")}}, 400, "input[2].call_id"},
+		{"an output before its call", map[string]any{"input": []any{user("hi"), output("c1"), call("c1"), user("again")}}, 400, "input[1].call_id"},
+		{"an output at the end for a call that waits nowhere", map[string]any{"input": []any{user("hi"), call("c1"), output("c1")}}, 400, "input[2].call_id"},
+		{"a call with no output", map[string]any{"input": []any{user("hi"), call("c1"), user("again")}}, 400, "input[1].call_id"},
+		{"a call twice", map[string]any{"input": []any{user("hi"), call("c1"), call("c1"), output("c1"), user("again")}}, 400, "input[2].call_id"},
+		{"an output twice", map[string]any{"input": []any{user("hi"), call("c1"), output("c1"), output("c1"), user("again")}}, 400, "input[3].call_id"},
+		{"a call without call_id", map[string]any{"input": []any{user("hi"), map[string]any{"type": "function_call", "name": "f", "arguments": "{}"}, user("again")}}, 400, "input[1].call_id"},
+		{"a call without a name", map[string]any{"input": []any{user("hi"), map[string]any{"type": "function_call", "call_id": "c1", "arguments": "{}"}, output("c1"), user("again")}}, 400, "input[1].name"},
+		{"arguments not JSON", map[string]any{"input": []any{user("hi"), map[string]any{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{"}, output("c1"), user("again")}}, 400, "input[1].arguments"},
+		{"an assistant image", map[string]any{"input": []any{user("hi"), map[string]any{"role": "assistant", "content": []any{map[string]any{"type": "output_image", "url": "x"}}}, user("again")}}, 400, "input[1].content[0].type"},
+		{"an assistant content number", map[string]any{"input": []any{user("hi"), map[string]any{"role": "assistant", "content": 3}, user("again")}}, 400, "input[1].content"},
+		{"ends with the assistant", map[string]any{"input": []any{user("hi"), assistant("yo")}}, 400, "input[1]"},
+		{"ends with a call", map[string]any{"input": []any{user("hi"), call("c1")}}, 400, "input[1].call_id"},
+		{"an item reference", map[string]any{"input": []any{user("hi"), map[string]any{"type": "item_reference", "id": "msg_1"}, assistant("yo"), user("again")}}, 400, "input[1].type"},
+		{"a user image", map[string]any{"input": []any{user("hi"), assistant("yo"), map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "x"}}}}}, 400, "input[2].content[0].type"},
+		{"as a steer", map[string]any{"previous_response_id": first.ID, "delivery": "steer", "input": []any{user("hi"), assistant("yo"), user("again")}}, 400, "input"},
+		{"not the named session's", map[string]any{"conversation": first.Conversation.ID, "input": []any{user("not hello"), assistant("x"), user("again")}}, 409, "input"},
+		{"not the previous response's session's", map[string]any{"previous_response_id": first.ID, "input": []any{user("hello"), assistant("something else"), user("again")}}, 409, "input"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.body["model"] = scriptedModel
+			code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", c.body, nil)
+			var e apiError
+			if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
+				t.Fatalf("%d %s: not OpenAI's error shape", code, raw)
+			}
+			if code != c.code || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
+				t.Errorf("%d %s; want %d invalid_request_error", code, raw, c.code)
+			}
+			if got := e.Error.Param; got == nil || *got != c.param {
+				t.Errorf("param %v; want %q (%s)", got, c.param, raw)
+			}
+		})
+	}
+	if n, m := sessions(t, srv.URL), len(srv.Model.Calls()); n != before || m != calls {
+		t.Errorf("bad requests: %d sessions (were %d), %d model calls (were %d)", n, before, m, calls)
+	}
+	if got := messages(t, srv.URL, first.Conversation.ID); len(got) != len(held) {
+		t.Errorf("the session holds %d messages after the bad requests; held %d", len(got), len(held))
+	}
+}
