@@ -339,3 +339,96 @@ func TestConversationBadInput(t *testing.T) {
 		t.Errorf("the session holds %d messages after the bad requests; held %d", len(got), len(held))
 	}
 }
+
+// TestForkAtOlderResponse: with openai-go, previous_response_id naming a
+// response whose turn is not the session's last forks the session after
+// that turn: the response runs in the new session (its conversation.id),
+// the model is sent that turn's conversation and the new input only, and
+// the original session is unchanged. A retry with the same
+// Idempotency-Key is the same response in the same fork (not forked
+// again); a response after the fork's last goes on in the fork, and one
+// after the original's last in the original.
+func TestForkAtOlderResponse(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scriptedConfig(2)})
+	c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	send := func(prev, text string, opts ...option.RequestOption) *responses.Response {
+		t.Helper()
+		p := responses.ResponseNewParams{Model: scriptedModel, Input: responses.ResponseNewParamsInputUnion{OfString: oai.String(text)}}
+		if prev != "" {
+			p.PreviousResponseID = oai.String(prev)
+		}
+		r, err := c.Responses.New(ctx, p, opts...)
+		if err != nil {
+			t.Fatalf("Responses.New(%q after %s): %s", text, prev, sdkErr(err))
+		}
+		if r.Status != responses.ResponseStatusCompleted || r.OutputText() != "You said: "+text {
+			t.Fatalf("%q: %s %q", text, r.Status, r.OutputText())
+		}
+		return r
+	}
+	lastSeen := func() []string {
+		calls := srv.Model.Calls()
+		var out []string
+		for _, m := range calls[len(calls)-1].Messages {
+			if m.Role == "user" || m.Role == "assistant" {
+				out = append(out, m.Role+": "+m.Texts())
+			}
+		}
+		return out
+	}
+	one := send("", "one")
+	two := send(one.ID, "two")
+	three := send(two.ID, "three")
+	sid := one.Conversation.ID
+	if two.Conversation.ID != sid || three.Conversation.ID != sid {
+		t.Fatalf("three turns in %s %s %s", sid, two.Conversation.ID, three.Conversation.ID)
+	}
+	original := sessionItems(t, srv.URL, sid)
+
+	for _, tc := range []struct {
+		name, prev, text string
+		want            []string
+	}{
+		{"after the first", one.ID, "four", []string{"user: one", "assistant: You said: one", "user: four"}},
+		{"after the second", two.ID, "five", []string{"user: one", "assistant: You said: one", "user: two", "assistant: You said: two", "user: five"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sessionsBefore := sessions(t, srv.URL)
+			key := option.WithHeader("Idempotency-Key", "fork-"+tc.text)
+			r := send(tc.prev, tc.text, key)
+			fork := r.Conversation.ID
+			if fork == sid || !strings.HasPrefix(fork, "ses_") || r.PreviousResponseID != tc.prev {
+				t.Fatalf("forked response %s in %s after %s; the original is %s", r.ID, fork, r.PreviousResponseID, sid)
+			}
+			if got := lastSeen(); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("the model was sent %q; want %q", got, tc.want)
+			}
+			if got := sessionItems(t, srv.URL, sid); !reflect.DeepEqual(got, original) {
+				t.Errorf("the original session holds %q; held %q", got, original)
+			}
+			calls := len(srv.Model.Calls())
+			again := send(tc.prev, tc.text, key)
+			if again.ID != r.ID || again.Conversation.ID != fork || len(srv.Model.Calls()) != calls {
+				t.Errorf("the retry: %s in %s after %d model calls; want %s in %s after %d", again.ID, again.Conversation.ID, len(srv.Model.Calls()), r.ID, fork, calls)
+			}
+			if n := sessions(t, srv.URL); n != sessionsBefore+1 {
+				t.Errorf("%d sessions after the fork and its retry; were %d", n, sessionsBefore)
+			}
+			// The fork's last response goes on in the fork.
+			next := send(r.ID, "more")
+			if next.Conversation.ID != fork {
+				t.Errorf("after the fork's last: in %s; want the fork %s", next.Conversation.ID, fork)
+			}
+			want := append(append([]string{}, tc.want...), "assistant: You said: "+tc.text, "user: more")
+			if got := lastSeen(); !reflect.DeepEqual(got, want) {
+				t.Errorf("the model was sent %q; want %q", got, want)
+			}
+		})
+	}
+	// After the original's last, no fork.
+	if r := send(three.ID, "six"); r.Conversation.ID != sid {
+		t.Errorf("after the last response: in %s; want %s", r.Conversation.ID, sid)
+	}
+}
