@@ -389,7 +389,7 @@ func TestForkAtOlderResponse(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, prev, text string
-		want            []string
+		want             []string
 	}{
 		{"after the first", one.ID, "four", []string{"user: one", "assistant: You said: one", "user: four"}},
 		{"after the second", two.ID, "five", []string{"user: one", "assistant: You said: one", "user: two", "assistant: You said: two", "user: five"}},
