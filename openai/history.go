@@ -236,6 +236,11 @@ func assistantTexts(raw json.RawMessage, param string) ([]string, error) {
 	return out, nil
 }
 
+// historyLock serializes the requests that match a conversation against
+// session sid's and store what extends it (responses and chat
+// completions): taken after the request's Idempotency-Key, never before.
+func (h *Handler) historyLock(sid string) func() { return h.keys.lock("history\x00" + sid) }
+
 // heldItems are a session's conversation as items to compare a request's
 // with: each user message's text, each assistant message's text and its
 // calls whose IDs the request names (the server's own tool calls are no

@@ -232,6 +232,9 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 	if t.conversation && id == "" {
 		var conv []opencode.MessageWithParts
 		if sid != "" {
+			// One conversation of a session at a time: two would store
+			// the same history twice.
+			defer h.historyLock(sid)()
 			var err error
 			if conv, err = core.Messages(ctx, sid); err != nil {
 				if created {
