@@ -432,3 +432,72 @@ func TestForkAtOlderResponse(t *testing.T) {
 		t.Errorf("after the last response: in %s; want %s", r.Conversation.ID, sid)
 	}
 }
+
+// TestForkAtContinuation: previous_response_id naming a continuation (the
+// assistant message after the client's calls) of a turn that is not the
+// session's last forks the session after that turn: the model is sent the
+// turn with the call and its output, and the new input, not the later
+// turn. A conversation sent as input with it is matched against the fork
+// (whose messages have new IDs): only its new user message runs.
+func TestForkAtContinuation(t *testing.T) {
+	srv, stub := stubServer(t)
+	c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tools := []responses.ToolUnionParam{weatherTool()}
+	first, err := c.Responses.New(ctx, responses.ResponseNewParams{Tools: tools, Input: responses.ResponseNewParamsInputUnion{OfString: oai.String(weatherPrompt)}})
+	if err != nil {
+		t.Fatal(sdkErr(err))
+	}
+	call := first.Output[len(first.Output)-1].AsFunctionCall()
+	next, err := c.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: oai.String(first.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{outputItem(call.CallID, "22C")}}})
+	if err != nil || next.OutputText() != "Done. sunny" {
+		t.Fatalf("continuation: %v", err)
+	}
+	sid := first.Conversation.ID
+	later, err := c.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: oai.String(next.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("a later turn")}})
+	if err != nil || later.Conversation.ID != sid {
+		t.Fatalf("later turn: %v", err)
+	}
+	original := sessionItems(t, srv.URL, sid)
+
+	fork, err := c.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: oai.String(next.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("instead")}})
+	if err != nil {
+		t.Fatal(sdkErr(err))
+	}
+	if fork.Conversation.ID == sid || fork.OutputText() != "You said: instead" || fork.PreviousResponseID != next.ID {
+		t.Fatalf("fork: %s in %s after %s %q", fork.ID, fork.Conversation.ID, fork.PreviousResponseID, fork.OutputText())
+	}
+	want := []string{"user: " + weatherPrompt, fmt.Sprintf(`assistant:  [%s get_weather {"city":"Paris"}]`, call.CallID),
+		"tool " + call.CallID + ": 22C", "assistant: Done. sunny", "user: instead"}
+	if got := lastModelConversation(t, stub); !reflect.DeepEqual(got, want) {
+		t.Errorf("the model was sent\n%q\nwant\n%q", got, want)
+	}
+	if got := sessionItems(t, srv.URL, sid); !reflect.DeepEqual(got, original) {
+		t.Errorf("the original session holds %q; held %q", got, original)
+	}
+
+	// The conversation up to the continuation, as a stateless client
+	// keeps it, with previous_response_id: forked again, nothing stored.
+	input := []responses.ResponseInputItemUnionParam{userItem(weatherPrompt)}
+	input = append(append(append(input, asInput(first)...), outputItem(call.CallID, "22C")), asInput(next)...)
+	input = append(input, userItem("once more"))
+	again, err := c.Responses.New(ctx, responses.ResponseNewParams{PreviousResponseID: oai.String(next.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
+	if err != nil {
+		t.Fatal(sdkErr(err))
+	}
+	if again.Conversation.ID == sid || again.Conversation.ID == fork.Conversation.ID || again.OutputText() != "You said: once more" {
+		t.Fatalf("the conversation after the continuation: %s in %s %q", again.ID, again.Conversation.ID, again.OutputText())
+	}
+	want[len(want)-1] = "user: once more"
+	if got := lastModelConversation(t, stub); !reflect.DeepEqual(got, want) {
+		t.Errorf("the model was sent\n%q\nwant\n%q", got, want)
+	}
+	if n := users(t, srv.URL, again.Conversation.ID); n != 2 {
+		t.Errorf("the second fork holds %d user messages; want 2", n)
+	}
+}
