@@ -77,6 +77,12 @@ func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) 
 		h.WriteError(w, r, err)
 		return
 	}
+	if t.conversation && t.previous == "" && t.session == "" {
+		// A stateless client's retry finds the session by them.
+		for _, o := range t.outputs {
+			h.keys.put(handedKey(o.callID), keyEntry{session: sid})
+		}
+	}
 	if ho.sub != nil {
 		defer ho.sub.Close()
 		h.streamAt(w, r, streamSpec{in: ho.in, after: ho.after, skip: ho.skip, existed: ho.existed}, ho.sub)

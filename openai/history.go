@@ -419,7 +419,8 @@ func (h *Handler) historyID(ctx context.Context, id string) (string, error) {
 
 // inferSession is the session a conversation without
 // previous_response_id or conversation continues: the one that waits on
-// the calls its function_call_output items at the end answer, else the
+// the calls its function_call_output items at the end answer (or, for
+// the same outputs again, the one this instance handed them to), else the
 // one that holds its last assistant message by its msg_ ID ("": none, a
 // new session).
 func (h *Handler) inferSession(ctx context.Context, t *turn) (string, error) {
@@ -437,6 +438,11 @@ func (h *Handler) inferSession(ctx context.Context, t *turn) (string, error) {
 			if slices.Contains(ids, t.outputs[0].callID) {
 				return sid, nil
 			}
+		}
+		// The same outputs again (a retry): the session they were handed
+		// to, as this instance remembers it.
+		if e, ok := h.keys.get(handedKey(t.outputs[0].callID)); ok {
+			return e.session, nil
 		}
 		return "", nil
 	}
@@ -457,6 +463,11 @@ func (h *Handler) inferSession(ctx context.Context, t *turn) (string, error) {
 	}
 	return "", nil
 }
+
+// handedKey is where the keys index remembers the session a
+// conversation's output for call callID was handed to (no header value
+// holds a NUL: no Idempotency-Key is one).
+func handedKey(callID string) string { return "handed\x00" + callID }
 
 // storeHistory stores a conversation's fresh history in session sid
 // (nothing when it has none).

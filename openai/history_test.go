@@ -222,53 +222,66 @@ func TestConversationInput(t *testing.T) {
 // its output, with the user message: the outputs go to the call waiting
 // in the session whose turn made it, and the response is that turn going
 // on (one user message); the next conversation, with a new user message,
-// is a second turn of the same session.
+// is a second turn of the same session. JSON and streamed; the same
+// conversation with the outputs again is the same continuation.
 func TestConversationToolRoundTrip(t *testing.T) {
-	srv, stub := stubServer(t)
-	c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	tools := []responses.ToolUnionParam{weatherTool()}
-	input := []responses.ResponseInputItemUnionParam{userItem(weatherPrompt)}
-	first, err := c.Responses.New(ctx, responses.ResponseNewParams{Tools: tools, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := asInput(first)
-	if len(calls) != 1 || calls[0].OfFunctionCall == nil {
-		t.Fatalf("first response: %s", first.RawJSON())
-	}
-	call := first.Output[len(first.Output)-1].AsFunctionCall() // ToParam's fields are empty: it re-sends the raw JSON
-	sid := first.Conversation.ID
-	input = append(append(input, calls...), outputItem(call.CallID, "22C and sunny"))
-	next, err := c.Responses.New(ctx, responses.ResponseNewParams{Tools: tools, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
-	if err != nil {
-		t.Fatalf("the conversation with the output: %s", sdkErr(err))
-	}
-	if next.Conversation.ID != sid || next.OutputText() != "Done. sunny" || next.PreviousResponseID != first.ID {
-		t.Fatalf("continuation %s in %s after %s: %q", next.ID, next.Conversation.ID, next.PreviousResponseID, next.OutputText())
-	}
-	if results := toolMessages(t, stub); len(results) != 1 || results[0].Content != "22C and sunny" {
-		t.Errorf("the model was sent tool results %+v", results)
-	}
-	if n := users(t, srv.URL, sid); n != 1 {
-		t.Errorf("%d user messages: the exchange is not one turn", n)
-	}
-	input = append(append(input, asInput(next)...), userItem("thanks"))
-	third, err := c.Responses.New(ctx, responses.ResponseNewParams{Tools: tools, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}})
-	if err != nil {
-		t.Fatalf("the next turn: %s", sdkErr(err))
-	}
-	if third.Conversation.ID != sid || third.OutputText() != "You said: thanks" {
-		t.Errorf("third: %s in %s %q", third.ID, third.Conversation.ID, third.OutputText())
-	}
-	want := []string{"user: " + weatherPrompt, "assistant: [" + call.CallID + " get_weather -> 22C and sunny]", "assistant: Done. sunny",
-		"user: thanks", "assistant: You said: thanks"}
-	if got := sessionItems(t, srv.URL, sid); !reflect.DeepEqual(got, want) {
-		t.Errorf("the session holds\n%q\nwant\n%q", got, want)
-	}
-	if n := sessions(t, srv.URL); n != 1 {
-		t.Errorf("%d sessions; want 1", n)
+	for _, streaming := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "stream"}[streaming], func(t *testing.T) {
+			srv, stub := stubServer(t)
+			c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			tools := []responses.ToolUnionParam{weatherTool()}
+			send := func(input []responses.ResponseInputItemUnionParam) *responses.Response {
+				t.Helper()
+				p := responses.ResponseNewParams{Tools: tools, Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}}
+				if streaming {
+					return streamSDK(t, ctx, c, p)
+				}
+				r, err := c.Responses.New(ctx, p)
+				if err != nil {
+					t.Fatalf("Responses.New: %s", sdkErr(err))
+				}
+				checkRequired(t, "response", reflect.ValueOf(*r))
+				return r
+			}
+			input := []responses.ResponseInputItemUnionParam{userItem(weatherPrompt)}
+			first := send(input)
+			calls := asInput(first)
+			if len(calls) != 1 || calls[0].OfFunctionCall == nil {
+				t.Fatalf("first response: %s", first.RawJSON())
+			}
+			call := first.Output[len(first.Output)-1].AsFunctionCall() // ToParam's fields are empty: it re-sends the raw JSON
+			sid := first.Conversation.ID
+			input = append(append(input, calls...), outputItem(call.CallID, "22C and sunny"))
+			next := send(input)
+			if next.Conversation.ID != sid || next.OutputText() != "Done. sunny" || next.PreviousResponseID != first.ID {
+				t.Fatalf("continuation %s in %s after %s: %q", next.ID, next.Conversation.ID, next.PreviousResponseID, next.OutputText())
+			}
+			if results := toolMessages(t, stub); len(results) != 1 || results[0].Content != "22C and sunny" {
+				t.Errorf("the model was sent tool results %+v", results)
+			}
+			if n := users(t, srv.URL, sid); n != 1 {
+				t.Errorf("%d user messages: the exchange is not one turn", n)
+			}
+			// The same again: the same continuation, nothing handed over.
+			if again := send(input); again.ID != next.ID || again.OutputText() != next.OutputText() || len(toolMessages(t, stub)) != 1 {
+				t.Errorf("the same conversation again: %s %q; want %s", again.ID, again.OutputText(), next.ID)
+			}
+			input = append(append(input, asInput(next)...), userItem("thanks"))
+			third := send(input)
+			if third.Conversation.ID != sid || third.OutputText() != "You said: thanks" {
+				t.Errorf("third: %s in %s %q", third.ID, third.Conversation.ID, third.OutputText())
+			}
+			want := []string{"user: " + weatherPrompt, "assistant: [" + call.CallID + " get_weather -> 22C and sunny]", "assistant: Done. sunny",
+				"user: thanks", "assistant: You said: thanks"}
+			if got := sessionItems(t, srv.URL, sid); !reflect.DeepEqual(got, want) {
+				t.Errorf("the session holds\n%q\nwant\n%q", got, want)
+			}
+			if n := sessions(t, srv.URL); n != 1 {
+				t.Errorf("%d sessions; want 1", n)
+			}
+		})
 	}
 }
 
