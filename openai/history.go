@@ -348,11 +348,24 @@ func conversationMismatch(sid string) error {
 // for Core.StoreHistory: a user message per user item, an assistant
 // message per assistant message item with the function_call items that
 // follow it (up to their outputs), each call completed with its output.
-// A client's msg_ ID is kept when no session holds it; parts get IDs of
-// our own.
-func (h *Handler) historyMessages(ctx context.Context, items []convItem) ([]opencode.MessageWithParts, error) {
+// A client's msg_ ID of our form is kept when no session holds it and it
+// sorts in its place; parts get IDs of our own.
+func (h *Handler) historyMessages(ctx context.Context, items []convItem, last string) ([]opencode.MessageWithParts, error) {
 	var out []opencode.MessageWithParts
 	open := false // the last message is an assistant's that may take more calls
+	// ids are the messages' IDs: the client's where historyID keeps it, of
+	// our form, sorting after the message before and before any minted
+	// now (OpenCode's clients order a session's messages by ID), else
+	// minted.
+	now := h.o.IDs.NewMessage()
+	ids := func(client string) (string, error) {
+		id, err := h.historyID(ctx, client)
+		if err == nil && (len(id) != len(now) || id <= last || id >= now) {
+			id = h.o.IDs.NewMessage()
+		}
+		last = id
+		return id, err
+	}
 	for _, it := range items {
 		switch it.kind {
 		case kindUser:
@@ -360,14 +373,14 @@ func (h *Handler) historyMessages(ctx context.Context, items []convItem) ([]open
 			for i, s := range it.texts {
 				parts[i] = opencode.Part{ID: h.o.IDs.NewPart(), Type: opencode.PartText, Text: s}
 			}
-			id, err := h.historyID(ctx, it.id)
+			id, err := ids(it.id)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, opencode.MessageWithParts{Info: opencode.Message{ID: id, Role: opencode.User}, Parts: parts})
 			open = false
 		case kindAssistant:
-			id, err := h.historyID(ctx, it.id)
+			id, err := ids(it.id)
 			if err != nil {
 				return nil, err
 			}
@@ -381,7 +394,11 @@ func (h *Handler) historyMessages(ctx context.Context, items []convItem) ([]open
 			open = true
 		case kindCall:
 			if !open {
-				out = append(out, opencode.MessageWithParts{Info: opencode.Message{ID: h.o.IDs.NewMessage(), Role: opencode.Assistant}})
+				id, err := ids("")
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, opencode.MessageWithParts{Info: opencode.Message{ID: id, Role: opencode.Assistant}})
 				open = true
 			}
 			m := &out[len(out)-1]
@@ -470,12 +487,12 @@ func (h *Handler) inferSession(ctx context.Context, t *turn) (string, error) {
 func handedKey(callID string) string { return "handed\x00" + callID }
 
 // storeHistory stores a conversation's fresh history in session sid
-// (nothing when it has none).
-func (h *Handler) storeHistory(ctx context.Context, sid string, fresh []convItem) error {
+// after its last message (nothing when it has none).
+func (h *Handler) storeHistory(ctx context.Context, sid string, fresh []convItem, last string) error {
 	if len(fresh) == 0 {
 		return nil
 	}
-	msgs, err := h.historyMessages(ctx, fresh)
+	msgs, err := h.historyMessages(ctx, fresh, last)
 	if err != nil {
 		return err
 	}

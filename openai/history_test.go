@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/opencode"
@@ -512,5 +513,44 @@ func TestForkAtContinuation(t *testing.T) {
 	}
 	if n := users(t, srv.URL, again.Conversation.ID); n != 2 {
 		t.Errorf("the second fork holds %d user messages; want 2", n)
+	}
+}
+
+// TestConversationIDs: the msg_ IDs a conversation's messages are sent
+// under are kept for its history when they are of our form, no session
+// holds them and they sort after the message before (OpenCode's clients
+// order messages by ID); others are minted.
+func TestConversationIDs(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{Scripted: scriptedConfig(2)})
+	older := identifier.Default().NewMessage()
+	kept := []string{identifier.Default().NewMessage(), identifier.Default().NewMessage()}
+	held := create(t, srv.URL, map[string]any{"model": scriptedModel, "input": "held"}, nil)
+	r := create(t, srv.URL, map[string]any{"model": scriptedModel, "input": []any{
+		map[string]any{"type": "message", "role": "user", "id": kept[0], "content": "a"},
+		map[string]any{"type": "message", "role": "assistant", "id": kept[1], "content": []any{map[string]any{"type": "output_text", "text": "b"}}},
+		map[string]any{"type": "message", "role": "user", "id": older, "content": "c"},
+		map[string]any{"type": "message", "role": "assistant", "id": held.ID, "content": "d"},
+		map[string]any{"type": "message", "role": "assistant", "id": "msg_abc", "content": "e"},
+		map[string]any{"role": "user", "content": "f"},
+	}}, nil)
+	if r.Status != "completed" || r.text() != "You said: f" {
+		t.Fatalf("response %s %q", r.Status, r.text())
+	}
+	conv := messages(t, srv.URL, r.Conversation.ID)
+	if len(conv) != 7 {
+		t.Fatalf("the session holds %d messages; want 7", len(conv))
+	}
+	for i, m := range conv {
+		switch {
+		case i < 2 && m.Info.ID != kept[i]:
+			t.Errorf("message %d is %s; want the client's %s", i, m.Info.ID, kept[i])
+		case i >= 2 && (m.Info.ID == older || m.Info.ID == held.ID || m.Info.ID == "msg_abc"):
+			t.Errorf("message %d kept the client's ID %s", i, m.Info.ID)
+		case i > 0 && m.Info.ID <= conv[i-1].Info.ID:
+			t.Errorf("message %d's ID %s does not sort after %s", i, m.Info.ID, conv[i-1].Info.ID)
+		}
+	}
+	if conv[5].Info.ID != r.ID {
+		t.Errorf("the turn's user message is %s; the response %s", conv[5].Info.ID, r.ID)
 	}
 }

@@ -229,6 +229,7 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 		sid, created = s.ID, true
 	}
 	var fresh []convItem
+	last := "" // the session's last message: history follows it
 	if t.conversation && id == "" {
 		var conv []opencode.MessageWithParts
 		if sid != "" {
@@ -243,13 +244,16 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 				return nil, false, nil, err
 			}
 		}
+		if n := len(conv); n > 0 {
+			last = conv[n-1].Info.ID
+		}
 		var retry string
 		var ok bool
 		switch fresh, retry, ok = t.matchHistory(conv); {
 		case !ok && inferred:
 			// A conversation that left the session its IDs name (the
 			// client edited it): a new session holds it.
-			sid, fresh = "", t.history
+			sid, fresh, last = "", t.history, ""
 		case !ok:
 			if created {
 				h.dropSession(ctx, sid)
@@ -278,7 +282,7 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 			return nil, false, nil, err
 		}
 	}
-	if err := h.storeHistory(ctx, sid, fresh); err != nil {
+	if err := h.storeHistory(ctx, sid, fresh, last); err != nil {
 		if created {
 			h.dropSession(ctx, sid)
 		}
