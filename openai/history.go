@@ -481,6 +481,23 @@ func (h *Handler) inferSession(ctx context.Context, t *turn) (string, error) {
 	return "", nil
 }
 
+// checkWaiting refuses a conversation that gives the output of a call
+// the session's turn still waits on before its end: the turn would wait
+// on, the new input queued behind it. Such outputs go at the end of the
+// input, where they are handed over.
+func (h *Handler) checkWaiting(ctx context.Context, sid string, t *turn) error {
+	waiting, err := h.o.Core.WaitingClientCalls(ctx, sid)
+	if err != nil || len(waiting) == 0 {
+		return err
+	}
+	for _, c := range t.history {
+		if c.kind == kindCall && c.output != nil && slices.Contains(waiting, c.callID) {
+			return invalid(c.param, "invalid_value", fmt.Sprintf("call %s waits for its output in session %s: send the conversation up to the call with its function_call_output at the end (the turn goes on), then the next user message", clip(c.callID), sid))
+		}
+	}
+	return nil
+}
+
 // handedKey is where the keys index remembers the session a
 // conversation's output for call callID was handed to (no header value
 // holds a NUL: no Idempotency-Key is one).

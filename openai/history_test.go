@@ -224,7 +224,8 @@ func TestConversationInput(t *testing.T) {
 // in the session whose turn made it, and the response is that turn going
 // on (one user message); the next conversation, with a new user message,
 // is a second turn of the same session. JSON and streamed; the same
-// conversation with the outputs again is the same continuation.
+// conversation with the outputs again is the same continuation; outputs
+// of a waiting call before a new user message are a 400.
 func TestConversationToolRoundTrip(t *testing.T) {
 	for _, streaming := range []bool{false, true} {
 		t.Run(map[bool]string{false: "json", true: "stream"}[streaming], func(t *testing.T) {
@@ -255,6 +256,14 @@ func TestConversationToolRoundTrip(t *testing.T) {
 			call := first.Output[len(first.Output)-1].AsFunctionCall() // ToParam's fields are empty: it re-sends the raw JSON
 			sid := first.Conversation.ID
 			input = append(append(input, calls...), outputItem(call.CallID, "22C and sunny"))
+			// The output before a new user message, the call waiting:
+			// refused (the turn would wait on), nothing admitted.
+			_, err := c.Responses.New(ctx, responses.ResponseNewParams{Tools: tools, Conversation: responses.ResponseNewParamsConversationUnion{OfString: oai.String(sid)},
+				Input: responses.ResponseNewParamsInputUnion{OfInputItemList: append(append([]responses.ResponseInputItemUnionParam{}, input...), userItem("more"))}})
+			var apiErr *oai.Error
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "input[1].call_id" || users(t, srv.URL, sid) != 1 {
+				t.Errorf("the output of a waiting call before a user message: %v; %d user messages", err, users(t, srv.URL, sid))
+			}
 			next := send(input)
 			if next.Conversation.ID != sid || next.OutputText() != "Done. sunny" || next.PreviousResponseID != first.ID {
 				t.Fatalf("continuation %s in %s after %s: %q", next.ID, next.Conversation.ID, next.PreviousResponseID, next.OutputText())

@@ -259,6 +259,13 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 				h.dropSession(ctx, sid)
 			}
 			return nil, false, nil, conversationMismatch(sid)
+		case sid != "" && retry == "":
+			if err := h.checkWaiting(ctx, sid, t); err != nil {
+				if created {
+					h.dropSession(ctx, sid)
+				}
+				return nil, false, nil, err
+			}
 		case retry != "":
 			// The conversation re-sent up to a user message the session
 			// holds: that message's turn answers.
