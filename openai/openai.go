@@ -43,6 +43,12 @@ type Core interface {
 	Clustered() bool
 	Owner(ctx context.Context, sessionID string) (string, error)
 	Agents() []agent.Agent
+	// Status is the sessions with a running turn (a conversation's
+	// function_call_output items find the one waiting on their calls).
+	Status() map[string]string
+	// Fork copies a session's messages before messageID into a new one
+	// (previous_response_id of a turn that is not the session's last).
+	Fork(ctx context.Context, sessionID, messageID string) (opencode.Session, error)
 	toolCore
 	chatCore
 }

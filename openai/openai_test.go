@@ -429,7 +429,7 @@ func TestBadInput(t *testing.T) {
 		{"no input", map[string]any{"model": scriptedModel}, 400, "input"},
 		{"empty input", map[string]any{"input": ""}, 400, "input"},
 		{"input a number", map[string]any{"input": 3}, 400, "input"},
-		{"unknown item", map[string]any{"input": []any{map[string]any{"type": "reasoning", "summary": []any{}}}}, 400, "input[0].type"},
+		{"unknown item", map[string]any{"input": []any{map[string]any{"type": "item_reference", "id": "msg_1"}}}, 400, "input[0].type"},
 		{"unknown role", map[string]any{"input": []any{map[string]any{"role": "robot", "content": "hi"}}}, 400, "input[0].role"},
 		{"image part", map[string]any{"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "x"}}}}}, 400, "input[0].content[0].type"},
 		{"only system", map[string]any{"input": []any{map[string]any{"role": "system", "content": "be"}}}, 400, "input"},
