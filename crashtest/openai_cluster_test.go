@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,22 +26,10 @@ func TestScaleOutOpenAI(t *testing.T) {
 	pg := pgtest.Need(t)
 	db := pg.FreshDB(t)
 	url := pg.URL(db)
-	dir := t.TempDir()
-	project := filepath.Join(dir, "project")
-	if err := os.MkdirAll(project, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var cls []*client
-	var urls []string
-	for _, n := range []string{"a", "b"} {
-		// Turns of a second (10 chunks 100 ms apart), to steer into.
-		srv := startServer(t, filepath.Join(dir, n), filepath.Join(dir, n+".log"), "--store", "postgres",
-			"--postgres-url", url, "--lease-ttl", clusterTTL.String(), "--directory", project,
-			"--scripted-chunks", "10", "--scripted-delay", "100ms")
-		cls = append(cls, newClient(srv.url))
-		urls = append(urls, srv.url)
-		defer cls[len(cls)-1].close()
-	}
+	dir, project := clusterDirs(t)
+	// Turns of a second (10 chunks 100 ms apart), to steer into.
+	srvs, cls := startInstances(t, dir, project, url, []string{"a", "b"}, "--scripted-chunks", "10", "--scripted-delay", "100ms")
+	urls := []string{srvs[0].url, srvs[1].url}
 	a, b := cls[0], cls[1]
 	type response struct {
 		ID           string `json:"id"`
