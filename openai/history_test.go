@@ -343,16 +343,7 @@ func TestConversationBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.body["model"] = scriptedModel
 			code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", c.body, nil)
-			var e apiError
-			if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
-				t.Fatalf("%d %s: not OpenAI's error shape", code, raw)
-			}
-			if code != c.code || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
-				t.Errorf("%d %s; want %d invalid_request_error", code, raw, c.code)
-			}
-			if got := e.Error.Param; got == nil || *got != c.param {
-				t.Errorf("param %v; want %q (%s)", got, c.param, raw)
-			}
+			checkRefused(t, code, raw, c.code, "invalid_request_error", c.param)
 		})
 	}
 	if n, m := sessions(t, srv.URL), len(srv.Model.Calls()); n != before || m != calls {

@@ -447,16 +447,7 @@ func TestBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", c.body, nil)
-			var e apiError
-			if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
-				t.Fatalf("%d %s: not OpenAI's error shape", code, raw)
-			}
-			if code != c.code || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
-				t.Errorf("%d %s; want %d invalid_request_error", code, raw, c.code)
-			}
-			if got := e.Error.Param; (c.param == "") != (got == nil) || (got != nil && *got != c.param) {
-				t.Errorf("param %v; want %q", got, c.param)
-			}
+			checkRefused(t, code, raw, c.code, "invalid_request_error", c.param)
 		})
 	}
 	if n := sessions(t, srv.URL); n != 0 || len(srv.Model.Calls()) != 0 {
@@ -713,5 +704,21 @@ func TestCancel(t *testing.T) {
 	}
 	if code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses/msg_ffffffffffffffffffffffffff/cancel", nil, nil); code != 404 {
 		t.Errorf("cancel an unknown response: %d %s", code, raw)
+	}
+}
+
+// checkRefused checks a refusal is OpenAI's error shape with the status,
+// the error type (typ, if set) and the param (none for "") expected.
+func checkRefused(t *testing.T, code int, raw []byte, wantCode int, typ, param string) {
+	t.Helper()
+	var e apiError
+	if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
+		t.Fatalf("%d %s: not OpenAI's error shape", code, raw)
+	}
+	if code != wantCode || (typ != "" && e.Error.Type != typ) || e.Error.Message == "" {
+		t.Errorf("%d %s; want %d %s", code, raw, wantCode, typ)
+	}
+	if got := e.Error.Param; (param == "") != (got == nil) || (got != nil && *got != param) {
+		t.Errorf("param %v; want %q (%s)", got, param, raw)
 	}
 }
