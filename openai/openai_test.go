@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/internal/testserver"
+	"github.com/opencode-server/opencode-server/openai"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 )
@@ -721,4 +723,28 @@ func checkRefused(t *testing.T, code int, raw []byte, wantCode int, typ, param s
 	if got := e.Error.Param; (param == "") != (got == nil) || (got != nil && *got != param) {
 		t.Errorf("param %v; want %q (%s)", got, param, raw)
 	}
+}
+
+// TestMessageIDHeader: a response named by the OpenCode-Message-ID header
+// (what an instance of a cluster sends when it forwards one) has that ID,
+// and sent again it is the same response, run once; the same ID with
+// another body is a 409, a malformed one a 400.
+func TestMessageIDHeader(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	first := create(t, srv.URL, map[string]any{"model": scriptedModel, "input": "first"}, nil)
+	id := identifier.Default().NewMessage()
+	named := map[string]string{openai.MessageIDHeader: id}
+	body := map[string]any{"input": "named", "previous_response_id": first.ID}
+	a := create(t, srv.URL, body, named)
+	b := create(t, srv.URL, body, named)
+	if a.ID != id || b.ID != id || b.text() != "You said: named" {
+		t.Fatalf("named %s: answered %s, then %s (%q)", id, a.ID, b.ID, b.text())
+	}
+	if n := len(srv.Model.Calls()); n != 2 || len(messages(t, srv.URL, first.Conversation.ID)) != 4 {
+		t.Errorf("%d model calls; want the named response run once", n)
+	}
+	code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", map[string]any{"input": "other", "previous_response_id": first.ID}, named)
+	checkRefused(t, code, raw, http.StatusConflict, "", "")
+	code, raw = do(t, http.MethodPost, srv.URL+"/v1/responses", body, map[string]string{openai.MessageIDHeader: "nope"})
+	checkRefused(t, code, raw, http.StatusBadRequest, "invalid_request_error", "")
 }

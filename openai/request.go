@@ -100,6 +100,9 @@ type turn struct {
 	// earlier part is history.
 	conversation bool
 	history      []convItem
+	// messageID is the response's msg_ ID when the request names it (the
+	// OpenCode-Message-ID header): sent again, it is the same response.
+	messageID string
 }
 
 // OpenAI's metadata limits: 16 pairs, keys up to 64 characters, values up

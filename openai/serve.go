@@ -6,15 +6,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"sort"
 
 	"github.com/opencode-server/opencode-server/eventbus"
+	"github.com/opencode-server/opencode-server/identifier"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 
 // maxBody is the largest request body read; maxKey the longest
 // Idempotency-Key kept (with the user message).
+
+// MessageIDHeader names a response's msg_ ID in a POST /v1/responses:
+// an instance of a cluster that forwards a response names it so, and a
+// client may too; sent again with the same ID, the request is the same
+// response (admission is idempotent by ID).
+const MessageIDHeader = "OpenCode-Message-ID"
 const (
 	maxBody = 32 << 20
 	maxKey  = 255
@@ -40,6 +46,13 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	if len(key) > maxKey {
 		h.WriteError(w, r, invalid("", "invalid_idempotency_key", fmt.Sprintf("the Idempotency-Key header is longer than %d bytes", maxKey)))
 		return
+	}
+	if v := r.Header.Get(MessageIDHeader); v != "" {
+		if identifier.Check(identifier.Message, v) != nil {
+			h.WriteError(w, r, invalid("", "invalid_message_id", "the "+MessageIDHeader+" header is not a msg_ ID"))
+			return
+		}
+		t.messageID = v
 	}
 	if t.req.Delivery == "steer" {
 		h.createSteer(w, r, t, key)
@@ -205,6 +218,13 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 		inferred = sid != ""
 	}
 	id := ""
+	if t.messageID != "" {
+		// Named and admitted before: a retry, answered where the first
+		// went (the turn it followed may no longer be the last: no fork).
+		if prev, err := core.FindInput(ctx, t.messageID); err == nil {
+			sid, id, fork = prev.SessionID, t.messageID, ""
+		}
+	}
 	if key != "" {
 		if e, ok := h.keys.get(key); ok {
 			if sid != "" && e.session != sid && fork == "" && !inferred {
@@ -295,6 +315,9 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 		}
 		return nil, false, nil, err
 	}
+	if id == "" {
+		id = t.messageID
+	}
 	minted := id == ""
 	if minted {
 		id = h.o.IDs.NewMessage()
@@ -335,15 +358,15 @@ func (h *Handler) forkPoint(ctx context.Context, prev *opencode.Input) (string, 
 	if prev.State != opencode.InputDelivered || prev.Answer == "" {
 		return "", nil
 	}
-	conv, err := h.o.Core.Messages(ctx, prev.SessionID)
-	if err != nil {
+	// The one message after the answer, if any (not the whole session).
+	next, err := h.o.Core.MessagesPage(ctx, prev.SessionID, opencode.PageQuery{Anchor: prev.Answer, Limit: 1})
+	if oe := (*opencode.Error)(nil); errors.As(err, &oe) && oe.Code == opencode.EInvalid {
+		return "", nil // the answer is no message of the session
+	}
+	if err != nil || len(next) == 0 {
 		return "", err
 	}
-	i := slices.IndexFunc(conv, func(m opencode.MessageWithParts) bool { return m.Info.ID == prev.Answer })
-	if i < 0 || i+1 >= len(conv) {
-		return "", nil
-	}
-	return conv[i+1].Info.ID, nil
+	return next[0].Info.ID, nil
 }
 
 // keyed finds the user message a session holds under an Idempotency-Key

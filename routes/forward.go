@@ -106,6 +106,10 @@ func (s *Server) mint(field string, body []byte) []byte {
 	return out
 }
 
+// responseIDHeader names a forwarded OpenAI response's msg_ ID
+// (openai.MessageIDHeader; routes does not import the door).
+const responseIDHeader = "OpenCode-Message-ID"
+
 // aguiMaxBody is the AG-UI and OpenAI front doors' body limit (their
 // maxBody): a larger run is not looked into, and the handler refuses it.
 const aguiMaxBody = 32 << 20
@@ -238,11 +242,11 @@ func (s *Server) forward(next http.Handler) http.Handler {
 			return
 		}
 		body = s.mint(mintField(r), body)
-		if r.URL.Path == "/v1/responses" && r.Header.Get("Idempotency-Key") == "" {
+		if r.URL.Path == "/v1/responses" && r.Header.Get(responseIDHeader) == "" {
 			// Sent again to the next owner if this one dies before
-			// answering, a response is admitted once: the key is kept
-			// with its user message.
-			r.Header.Set("Idempotency-Key", "forwarded-"+s.ids.NewMessage())
+			// answering, a response is admitted once: it is named here,
+			// and admission is idempotent by ID.
+			r.Header.Set(responseIDHeader, s.ids.NewMessage())
 		}
 		window := s.cfg.ForwardWindow
 		if window <= 0 {
