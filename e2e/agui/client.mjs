@@ -10,6 +10,10 @@
 //                  arrives on stdin
 //   AGUI_TAG       a random tag the prompts carry, so the test can find them
 //
+// With AGUI_AGENT, AGUI_THREAD and AGUI_PROMPT the script makes one run
+// instead (agentRun, e2e/agents_doors_test.go): a prompt to that agent on
+// that session.
+//
 // Checkpoints: at {"pause":NAME,...} on stdout the script waits for one
 // line on stdin; the test attaches the TUI at "attach" (after the first
 // run) and looks at it at "look" (after the second).
@@ -41,7 +45,7 @@ const BASE = env("AGUI_URL");
 const PASSWORD = process.env.AGUI_PASSWORD || "";
 const PAUSE = process.env.AGUI_PAUSE === "1";
 const TAG = env("AGUI_TAG");
-const TIMEOUT = 60_000; // one run
+const TIMEOUT = Number(process.env.AGUI_TIMEOUT_MS) || 60_000; // one run
 
 const version = (pkg) =>
   JSON.parse(readFileSync(new URL(`./node_modules/${pkg}/package.json`, import.meta.url), "utf8")).version;
@@ -392,8 +396,19 @@ async function main() {
   report.final = (await conversation(threadId)).messages;
 }
 
+// agentRun is one run on the session AGUI_THREAD with the prompt
+// AGUI_PROMPT, to the agent forwardedProps.agent names (AGUI_AGENT).
+async function agentRun() {
+  const threadId = env("AGUI_THREAD");
+  report.threadId = threadId;
+  const agent = newAgent(threadId);
+  agent.addMessage(user(env("AGUI_PROMPT")));
+  report.runs.agent = await run("agent", agent, { forwardedProps: { agent: env("AGUI_AGENT") } });
+  report.final = (await conversation(threadId)).messages;
+}
+
 try {
-  await main();
+  await (process.env.AGUI_AGENT ? agentRun() : main());
 } catch (e) {
   report.fatal = String(e?.stack || e);
 }

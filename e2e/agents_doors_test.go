@@ -1,0 +1,273 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The real agents (realAgents) behind our other doors: our server
+// restarted on the same data, our ACP v2 door and our AG-UI door.
+
+// TestExternalRealAgentsRestart: with each real agent, a prompt, then our
+// server stopped (the agent's process with it) and started again on the
+// same data, then a prompt: the new agent process continues the agent's
+// session (session/load of the stored agent session, logged loaded=true),
+// and the agent's model call for the second prompt carries the first turn
+// once (the agent remembered it; our history block would have been a
+// second copy).
+func TestExternalRealAgentsRestart(t *testing.T) {
+	t.Parallel()
+	node22, dir := agentsProject(t)
+	for _, a := range realAgents {
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			project := t.TempDir()
+			path, calls, _ := realAgentConfig(t, a, node22, dir, project, "restart answer "+randomTag(), "unused")
+			opts := serverOptions{config: path, data: t.TempDir(), dir: project}
+			srv := startServer(t, opts)
+			sess := newExternalSession(t, srv)
+			first := echoPrompt + " " + randomTag()
+			promptAgent(t, srv, sess.ID, a.name, first)
+			waitReply(t, srv, sess.ID, "echoed "+strings.TrimPrefix(first, echoPrompt+" "), nil)
+			m := regexp.MustCompile(`msg="external agent started".* agentSession=(\S+)`).FindStringSubmatch(srv.stderr.String())
+			if m == nil {
+				t.Fatalf("the server did not log the agent's session:\n%s", serverLog(srv))
+			}
+			agentSession := m[1]
+			checkAgentStops(t, srv)
+
+			srv = startServer(t, opts)
+			_, before := calls.since(0)
+			tag := randomTag()
+			promptAgent(t, srv, sess.ID, a.name, echoPrompt+" "+tag)
+			waitReply(t, srv, sess.ID, "echoed "+tag, nil)
+			if !strings.Contains(srv.stderr.String(), "agentSession="+agentSession+" loaded=true") {
+				t.Errorf("after the restart %s did not load its session %s:\n%s", a.name, agentSession, serverLog(srv))
+			}
+			texts, _ := calls.since(before)
+			i := slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, tag) })
+			if i < 0 {
+				t.Fatalf("no model call of %s for the second prompt (%d calls since the restart)", a.name, len(texts))
+			}
+			if n := strings.Count(texts[i], first); n != 1 {
+				t.Errorf("%s's model call for the second prompt carries the first prompt %d times, want once:\n%s", a.name, n, texts[i])
+			}
+			if strings.Contains(texts[i], "<conversation-so-far>") {
+				t.Errorf("%s loaded its session, yet was sent our history block:\n%s", a.name, texts[i])
+			}
+		})
+	}
+}
+
+// acpAgentReport is the first line e2e/acp/client_v2.mjs prints with
+// ACP_AGENT: the prompt, the steer injected while it ran, and the session.
+type acpAgentReport struct {
+	acpV2Report
+	States []string `json:"states"`
+}
+
+// TestExternalRealAgentsDoors: with each real agent, one session of our
+// `opencode-server acp` (ACP v2, driven by the official SDK's v2 client,
+// e2e/acp/client_v2.mjs) whose mode is the agent: a session/prompt whose
+// answer streams slowly, and a session/inject (steer) sent while it
+// streams is delivered into the agent's running turn: the turn's text,
+// read until its one idle, ends with the answer to the steer, cut short
+// for it, and the agent's model call that has the steer follows the
+// prompt's in the same conversation. Then an AG-UI run (@ag-ui/client,
+// e2e/agui/client.mjs) on the same session, on the same process's HTTP
+// port, picks the agent with forwardedProps.agent: its answer streams
+// under our IDs, and the agent's model call has the steer (the same
+// agent session, continued).
+func TestExternalRealAgentsDoors(t *testing.T) {
+	t.Parallel()
+	node22, dir := agentsProject(t)
+	node, acpDir, _ := acpNode(t)
+	aguiNodeBin, aguiProject, _ := aguiNode(t)
+	bin, _ := binaries(t)
+	for _, a := range realAgents {
+		if a.name == "codex-openai" {
+			continue // codex again; only its provider differs
+		}
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			project, data, home := t.TempDir(), t.TempDir(), t.TempDir()
+			path, calls, _ := realAgentConfig(t, a, node22, dir, project, "doors answer "+randomTag(), "unused")
+			trace := filepath.Join(t.TempDir(), "frames.ndjson")
+			args, _ := json.Marshal([]string{"acp", "--hostname", "127.0.0.1", "--port", "0", "--store", "sqlite",
+				"--data", data, "--directory", project, "--log-level", "info", "--config", path})
+			steerTag := randomTag()
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, node, "client_v2.mjs")
+			cmd.Dir = acpDir
+			cmd.Env = append(acpEnv(home, bin, args, project, trace), "ACP_AGENT="+a.name,
+				"ACP_PROMPT="+waitPrompt, "ACP_STREAMING=waiting", "ACP_INJECT="+echoPrompt+" "+steerTag, "ACP_TIMEOUT_MS=120000")
+			cmd.WaitDelay = 5 * time.Second
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdoutPipe, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			stdout := bufio.NewReader(stdoutPipe)
+			var rest []byte
+			var waitErr error
+			waited := false
+			finish := func() error {
+				if !waited {
+					waited = true
+					_ = stdin.Close()
+					rest, _ = io.ReadAll(stdout)
+					waitErr = cmd.Wait()
+				}
+				return waitErr
+			}
+			defer finish()
+			frames := func() string { raw, _ := os.ReadFile(trace); return tail(string(raw), 80) }
+			first, err := stdout.ReadBytes('\n')
+			if err != nil {
+				err := finish()
+				t.Fatalf("node client_v2.mjs: %v\nstdout:\n%s%s\nstderr:\n%s\nframes:\n%s", err, first, rest, stderr.String(), frames())
+			}
+			var r acpAgentReport
+			if err := json.Unmarshal(bytes.TrimSpace(first), &r); err != nil {
+				t.Fatalf("client_v2.mjs printed no JSON report: %v\nstdout:\n%s", err, first)
+			}
+			defer func() {
+				if t.Failed() {
+					t.Logf("report: %s\nframes:\n%s", first, frames())
+				}
+			}()
+			checkACPSteered(t, r, calls, a, steerTag)
+
+			// An AG-UI run on the same session, on the ACP process's port.
+			aguiTag := randomTag()
+			acmd := exec.CommandContext(ctx, aguiNodeBin, "client.mjs")
+			acmd.Dir = aguiProject
+			acmd.Env = append(os.Environ(), fmt.Sprintf("AGUI_URL=http://127.0.0.1:%d", r.Port), "AGUI_TAG="+aguiTag,
+				"AGUI_THREAD="+r.SessionID, "AGUI_AGENT="+a.name, "AGUI_PROMPT="+echoPrompt+" "+aguiTag, "AGUI_TIMEOUT_MS=120000")
+			acmd.WaitDelay = 5 * time.Second
+			var aguiErr syncBuffer
+			acmd.Stderr = &aguiErr
+			out, err := acmd.Output()
+			if err != nil {
+				t.Fatalf("node agui/client.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, aguiErr.String())
+			}
+			var line struct {
+				Report aguiReport `json:"report"`
+			}
+			if err := json.Unmarshal(bytes.TrimSpace(out), &line); err != nil {
+				t.Fatalf("agui/client.mjs report: %v\n%s", err, out)
+			}
+			checkAGUIAgentRun(t, line.Report, r.SessionID, calls, aguiTag, steerTag)
+
+			if err := finish(); err != nil {
+				t.Fatalf("node client_v2.mjs after stdin closed: %v\nstdout:\n%s\nstderr:\n%s\nframes:\n%s", err, rest, stderr.String(), frames())
+			}
+			var end acpV2End
+			if err := json.Unmarshal(bytes.TrimSpace(rest), &end); err != nil {
+				t.Fatalf("client_v2.mjs printed no closing JSON line: %v\nstdout:\n%s", err, rest)
+			}
+			if !end.Exit.ok() {
+				t.Errorf("our ACP process exit %+v, want 0 when its stdin closes", end.Exit)
+			}
+			if len(end.SDKErrors) > 0 {
+				t.Errorf("the SDK logged errors: %v", end.SDKErrors)
+			}
+		})
+	}
+}
+
+// checkACPSteered asserts the ACP v2 run of client_v2.mjs with ACP_AGENT:
+// the steer (inject) joined the agent's running turn.
+func checkACPSteered(t *testing.T, r acpAgentReport, calls *modelCalls, a realAgent, steerTag string) {
+	t.Helper()
+	if r.Initialize.ProtocolVersion != 2 {
+		t.Errorf("initialize answered protocol version %d, want 2", r.Initialize.ProtocolVersion)
+	}
+	prompt, inject := r.Prompt.Reply.MessageID, r.Inject.Reply.MessageID
+	if !isID("msg_", prompt) || !isID("msg_", inject) || prompt == inject {
+		t.Errorf("the prompt's and the inject's message IDs %q and %q, want two msg_ IDs", prompt, inject)
+	}
+	want := []acpEcho{{MessageID: prompt, Text: r.Prompt.Text}, {MessageID: inject, Text: r.Inject.Text}}
+	if !slices.Equal(r.UserMessages, want) {
+		t.Errorf("user_message updates %+v, want %+v", r.UserMessages, want)
+	}
+	// One turn: it went idle once, with the steer answered before.
+	if idles := slices.DeleteFunc(slices.Clone(r.States), func(s string) bool { return s != "idle" }); len(idles) != 1 {
+		t.Errorf("state_update states %q: want the one turn's idle", r.States)
+	}
+	said := r.Prompt.AgentText + r.Inject.AgentText
+	t.Logf("%s: states %q, the turn said %d words waiting, then %q", a.name, r.States, strings.Count(said, "waiting"), tail(said, 1))
+	if !strings.HasSuffix(strings.TrimSpace(said), "echoed "+steerTag) {
+		t.Errorf("the turn read until idle says %q, want it to end with the answer to the steer %q", tail(said, 3), "echoed "+steerTag)
+	}
+	if n := strings.Count(said, "waiting"); n == 0 || n >= waitWords {
+		t.Errorf("%s: the prompt's answer said %d of its %d words, want the steer delivered while it streamed", a.name, n, waitWords)
+	}
+	texts, _ := calls.since(0)
+	at := slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, steerTag) })
+	prior := slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, waitPrompt) })
+	if at < 0 || prior < 0 || prior >= at || !strings.Contains(texts[at], waitPrompt) {
+		t.Errorf("%s's model calls (%d): the prompt's at %d, the steer's at %d, want the steer in a later call of the prompt's conversation",
+			a.name, len(texts), prior, at)
+	}
+	// Over HTTP: the steer's user message, then the answer to it.
+	steered, answered := false, false
+	for _, m := range r.HTTPV1 {
+		steered = steered || m.ID == inject && m.Role == "user"
+		answered = answered || steered && m.Role == "assistant" && strings.Contains(m.Text, "echoed "+steerTag)
+	}
+	if !answered {
+		t.Errorf("GET /session/%s/message: %+v, want the steer %s followed by its answer", r.SessionID, r.HTTPV1, inject)
+	}
+}
+
+// checkAGUIAgentRun asserts the AG-UI run of client.mjs with AGUI_AGENT:
+// the agent's answer streamed under our IDs, and its model call had the
+// session's earlier turn (the steer tagged steerTag).
+func checkAGUIAgentRun(t *testing.T, r aguiReport, session string, calls *modelCalls, tag, steerTag string) {
+	t.Helper()
+	if r.Fatal != "" {
+		t.Fatalf("agui/client.mjs stopped: %s", r.Fatal)
+	}
+	run, ok := r.Runs["agent"]
+	if !ok {
+		t.Fatalf("no run in the AG-UI report")
+	}
+	checkAGUIStream(t, "agent", run, session)
+	aguiSuccess(t, "agent", run)
+	texts, ids := aguiText(run)
+	var streamed strings.Builder
+	for _, id := range ids {
+		streamed.WriteString(texts[id])
+	}
+	if !strings.Contains(streamed.String(), "echoed "+tag) {
+		t.Errorf("the AG-UI run streamed %q, want the agent's %q", streamed.String(), "echoed "+tag)
+	}
+	t.Logf("AG-UI run: %d events, streamed %q", len(run.Events), streamed.String())
+	all, _ := calls.since(0)
+	i := slices.IndexFunc(all, func(s string) bool { return strings.Contains(s, tag) })
+	if i < 0 || !strings.Contains(all[i], steerTag) {
+		t.Errorf("the agent's model call for the AG-UI prompt (at %d of %d) lacks the session's earlier steer %s", i, len(all), steerTag)
+	}
+}
