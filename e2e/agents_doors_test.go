@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -38,9 +40,10 @@ func TestExternalRealAgentsRestart(t *testing.T) {
 			opts := serverOptions{config: path, data: t.TempDir(), dir: project}
 			srv := startServer(t, opts)
 			sess := newExternalSession(t, srv)
-			first := echoPrompt + " " + randomTag()
+			firstTag := randomTag()
+			first, firstAnswer := echoPrompt+" "+firstTag, "echoed "+firstTag
 			promptAgent(t, srv, sess.ID, a.name, first)
-			waitReply(t, srv, sess.ID, "echoed "+strings.TrimPrefix(first, echoPrompt+" "), nil)
+			waitReply(t, srv, sess.ID, firstAnswer, nil)
 			m := regexp.MustCompile(`msg="external agent started".* agentSession=(\S+)`).FindStringSubmatch(srv.stderr.String())
 			if m == nil {
 				t.Fatalf("the server did not log the agent's session:\n%s", serverLog(srv))
@@ -61,8 +64,10 @@ func TestExternalRealAgentsRestart(t *testing.T) {
 			if i < 0 {
 				t.Fatalf("no model call of %s for the second prompt (%d calls since the restart)", a.name, len(texts))
 			}
-			if n := strings.Count(texts[i], first); n != 1 {
-				t.Errorf("%s's model call for the second prompt carries the first prompt %d times, want once:\n%s", a.name, n, texts[i])
+			for _, s := range []string{first, firstAnswer} {
+				if n := strings.Count(texts[i], s); n != 1 {
+					t.Errorf("%s's model call for the second prompt carries %q %d times, want once:\n%s", a.name, s, n, texts[i])
+				}
 			}
 			if strings.Contains(texts[i], "<conversation-so-far>") {
 				t.Errorf("%s loaded its session, yet was sent our history block:\n%s", a.name, texts[i])
@@ -193,6 +198,19 @@ func TestExternalRealAgentsDoors(t *testing.T) {
 			if len(end.SDKErrors) > 0 {
 				t.Errorf("the SDK logged errors: %v", end.SDKErrors)
 			}
+			// The agent's process group ended with our ACP process.
+			raw, _ := os.ReadFile(trace)
+			m := regexp.MustCompile(`msg=\\"external agent started\\".* pid=(\d+)`).FindAllStringSubmatch(string(raw), -1)
+			if m == nil {
+				t.Fatalf("our ACP process did not log the agent's start; frames:\n%s", frames())
+			}
+			pid, _ := strconv.Atoi(m[len(m)-1][1])
+			checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+				if syscall.Kill(-pid, 0) == nil {
+					return fmt.Errorf("agent %d's process group outlived our ACP process", pid)
+				}
+				return nil
+			})
 		})
 	}
 }
