@@ -165,11 +165,12 @@ func TestExternalRealAgentsDoors(t *testing.T) {
 			checkACPSteered(t, r, calls, a, steerTag)
 
 			// An AG-UI run on the same session, on the ACP process's port.
-			aguiTag := randomTag()
+			aguiTag, aguiSteerTag := randomTag(), randomTag()
 			acmd := exec.CommandContext(ctx, aguiNodeBin, "client.mjs")
 			acmd.Dir = aguiProject
 			acmd.Env = append(os.Environ(), fmt.Sprintf("AGUI_URL=http://127.0.0.1:%d", r.Port), "AGUI_TAG="+aguiTag,
-				"AGUI_THREAD="+r.SessionID, "AGUI_AGENT="+a.name, "AGUI_PROMPT="+echoPrompt+" "+aguiTag, "AGUI_TIMEOUT_MS=120000")
+				"AGUI_THREAD="+r.SessionID, "AGUI_AGENT="+a.name, "AGUI_PROMPT="+echoPrompt+" "+aguiTag, "AGUI_TIMEOUT_MS=120000",
+				"AGUI_SLOW="+waitPrompt, "AGUI_STREAMING=waiting", "AGUI_STEER="+echoPrompt+" "+aguiSteerTag)
 			acmd.WaitDelay = 5 * time.Second
 			var aguiErr syncBuffer
 			acmd.Stderr = &aguiErr
@@ -184,6 +185,7 @@ func TestExternalRealAgentsDoors(t *testing.T) {
 				t.Fatalf("agui/client.mjs report: %v\n%s", err, out)
 			}
 			checkAGUIAgentRun(t, line.Report, r.SessionID, calls, aguiTag, steerTag)
+			checkAGUIAgentSteer(t, line.Report, r.SessionID, calls, a, aguiSteerTag)
 
 			if err := finish(); err != nil {
 				t.Fatalf("node client_v2.mjs after stdin closed: %v\nstdout:\n%s\nstderr:\n%s\nframes:\n%s", err, rest, stderr.String(), frames())
@@ -287,5 +289,40 @@ func checkAGUIAgentRun(t *testing.T, r aguiReport, session string, calls *modelC
 	i := slices.IndexFunc(all, func(s string) bool { return strings.Contains(s, tag) })
 	if i < 0 || !strings.Contains(all[i], steerTag) {
 		t.Errorf("the agent's model call for the AG-UI prompt (at %d of %d) lacks the session's earlier steer %s", i, len(all), steerTag)
+	}
+}
+
+// checkAGUIAgentSteer asserts the AG-UI steer of client.mjs with
+// AGUI_SLOW: posted while the agent's slow answer streamed, it joined the
+// running turn: the slow run streams the answer cut short and then the
+// steer's, the steer's run is the slow one's child, and the agent's model
+// call with the steer follows the slow prompt's in its conversation.
+func checkAGUIAgentSteer(t *testing.T, r aguiReport, session string, calls *modelCalls, a realAgent, steerTag string) {
+	t.Helper()
+	if r.SteerWaitError != "" {
+		t.Errorf("AG-UI steer: %s", r.SteerWaitError)
+	}
+	slow, steer := r.Runs["slow"], r.Runs["steer"]
+	checkAGUIStream(t, "slow", slow, session)
+	checkAGUIStream(t, "steer", steer, session)
+	aguiSuccess(t, "slow", slow)
+	aguiSuccess(t, "steer", steer)
+	if len(steer.Events) == 0 || steer.Events[0].ParentRunID != slow.Request.Body.RunID {
+		t.Errorf("AG-UI steer: not a child of the running run %s: %+v", slow.Request.Body.RunID, steer.Events)
+	}
+	answer := "echoed " + steerTag
+	said := aguiAllText(slow)
+	t.Logf("AG-UI steer: the slow run said %d words waiting, then %q", strings.Count(said, "waiting"), tail(said, 1))
+	if n := strings.Count(said, "waiting"); n == 0 || n >= waitWords || !strings.Contains(said, answer) {
+		t.Errorf("%s: the slow run streamed %d of the %d words waiting and %q, want the answer cut short for the steer and then %q",
+			a.name, n, waitWords, tail(said, 1), answer)
+	}
+	if !strings.Contains(aguiAllText(steer), answer) {
+		t.Errorf("the steer's run streamed %q, want %q", aguiAllText(steer), answer)
+	}
+	texts, _ := calls.since(0)
+	at := slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, steerTag) })
+	if at < 0 || strings.Count(texts[at], waitPrompt) < 2 {
+		t.Errorf("%s's model call with the AG-UI steer (at %d of %d) does not follow the slow prompt's in its conversation", a.name, at, len(texts))
 	}
 }

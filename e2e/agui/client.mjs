@@ -12,7 +12,7 @@
 //
 // With AGUI_AGENT, AGUI_THREAD and AGUI_PROMPT the script makes one run
 // instead (agentRun, e2e/agents_doors_test.go): a prompt to that agent on
-// that session.
+// that session, then (AGUI_SLOW) a steer posted into its running turn.
 //
 // Checkpoints: at {"pause":NAME,...} on stdout the script waits for one
 // line on stdin; the test attaches the TUI at "attach" (after the first
@@ -403,7 +403,29 @@ async function agentRun() {
   report.threadId = threadId;
   const agent = newAgent(threadId);
   agent.addMessage(user(env("AGUI_PROMPT")));
-  report.runs.agent = await run("agent", agent, { forwardedProps: { agent: env("AGUI_AGENT") } });
+  const to = { agent: env("AGUI_AGENT") };
+  report.runs.agent = await run("agent", agent, { forwardedProps: to });
+
+  // AGUI_SLOW (a slow prompt), AGUI_STREAMING (a word of its answer) and
+  // AGUI_STEER: the slow prompt's run, and a second agent's run posting
+  // the steer (forwardedProps.delivery "steer") once the answer streams.
+  if (process.env.AGUI_SLOW) {
+    agent.addMessage(user(env("AGUI_SLOW")));
+    const word = env("AGUI_STREAMING");
+    let streaming;
+    const started = new Promise((resolve) => (streaming = resolve));
+    const slow = run("slow", agent, { forwardedProps: to }, {
+      onEvent: (e) => e.type === "TEXT_MESSAGE_CONTENT" && e.delta.includes(word) && streaming(),
+    });
+    await within("the slow run's answer streaming", started, TIMEOUT).catch((e) => (report.steerWaitError = String(e)));
+    const steerer = newAgent(threadId, { messages: structuredClone(agent.messages) });
+    const steerMsg = user(env("AGUI_STEER"));
+    steerer.addMessage(steerMsg);
+    report.steerText = steerMsg.content;
+    const [slowRun, steerRun] = await Promise.all([slow, run("steer", steerer, { forwardedProps: { ...to, delivery: "steer" } })]);
+    report.runs.slow = slowRun;
+    report.runs.steer = steerRun;
+  }
   report.final = (await conversation(threadId)).messages;
 }
 
