@@ -28,7 +28,9 @@ import (
 // session (session/load of the stored agent session, logged loaded=true),
 // and the agent's model call for the second prompt carries the first turn
 // once (the agent remembered it; our history block would have been a
-// second copy).
+// second copy). Then our server stopped while the agent's answer streams:
+// the turn ends aborted, and after the next start the agent's model call
+// carries the cut prompt once.
 func TestExternalRealAgentsRestart(t *testing.T) {
 	t.Parallel()
 	node22, dir := agentsProject(t)
@@ -37,7 +39,7 @@ func TestExternalRealAgentsRestart(t *testing.T) {
 			t.Parallel()
 			project := t.TempDir()
 			path, calls, _ := realAgentConfig(t, a, node22, dir, project, "restart answer "+randomTag(), "unused")
-			opts := serverOptions{config: path, data: t.TempDir(), dir: project}
+			opts := serverOptions{config: path, data: t.TempDir(), dir: project, extra: []string{"--shutdown-grace", "1s"}}
 			srv := startServer(t, opts)
 			sess := newExternalSession(t, srv)
 			firstTag := randomTag()
@@ -71,6 +73,45 @@ func TestExternalRealAgentsRestart(t *testing.T) {
 			}
 			if strings.Contains(texts[i], "<conversation-so-far>") {
 				t.Errorf("%s loaded its session, yet was sent our history block:\n%s", a.name, texts[i])
+			}
+
+			// Stopped mid-turn (a grace of 1 s: the turn is cut, not waited
+			// for): the turn ends aborted, and after the next start the
+			// agent's session goes on with the cut prompt in it, once.
+			events := watchEvents(t, srv)
+			promptAgent(t, srv, sess.ID, a.name, slowPrompt)
+			checkFor(t, 2*time.Minute, 50*time.Millisecond, func() error {
+				for _, e := range events() {
+					if e.Type == "message.part.delta" && e.Properties.SessionID == sess.ID && strings.Contains(e.Properties.Delta, "slowly") {
+						return nil
+					}
+				}
+				return fmt.Errorf("the slow answer has not started streaming\n%s", serverLog(srv))
+			})
+			if err := srv.stop(); err != nil {
+				t.Fatal(err)
+			}
+			srv = startServer(t, opts)
+			ms, err := srv.messages(sess.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := ms[len(ms)-1].Info; last.Role != "assistant" || last.Error == nil || last.Error.Name != "MessageAbortedError" || last.Time.Completed == 0 {
+				t.Errorf("the turn cut by the shutdown: %+v, want it ended aborted", last)
+			}
+			_, before = calls.since(0)
+			third := randomTag()
+			promptAgent(t, srv, sess.ID, a.name, echoPrompt+" "+third)
+			waitReply(t, srv, sess.ID, "echoed "+third, nil)
+			texts, _ = calls.since(before)
+			i = slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, third) })
+			if i < 0 {
+				t.Fatalf("no model call of %s for the prompt after the second restart", a.name)
+			}
+			for _, s := range []string{first, slowPrompt} {
+				if n := strings.Count(texts[i], s); n != 1 {
+					t.Errorf("%s's model call after the second restart carries %q %d times, want once:\n%s", a.name, s, n, texts[i])
+				}
 			}
 		})
 	}
