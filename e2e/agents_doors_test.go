@@ -135,78 +135,35 @@ type acpAgentReport struct {
 // e2e/agui/client.mjs) on the same session, on the same process's HTTP
 // port, picks the agent with forwardedProps.agent: its answer streams
 // under our IDs, and the agent's model call has the steer (the same
-// agent session, continued).
+// agent session, continued); an AG-UI steer (forwardedProps.delivery
+// steer) posted while the next answer streams joins that turn. Then our
+// ACP process started again on the same data: session/resume, and a
+// prompt the agent answers in its loaded session.
 func TestExternalRealAgentsDoors(t *testing.T) {
 	t.Parallel()
 	node22, dir := agentsProject(t)
-	node, acpDir, _ := acpNode(t)
 	aguiNodeBin, aguiProject, _ := aguiNode(t)
-	bin, _ := binaries(t)
 	for _, a := range realAgents {
 		if a.name == "codex-openai" {
 			continue // codex again; only its provider differs
 		}
 		t.Run(a.name, func(t *testing.T) {
 			t.Parallel()
-			project, data, home := t.TempDir(), t.TempDir(), t.TempDir()
+			project, data := t.TempDir(), t.TempDir()
 			path, calls, _ := realAgentConfig(t, a, node22, dir, project, "doors answer "+randomTag(), "unused")
-			trace := filepath.Join(t.TempDir(), "frames.ndjson")
-			args, _ := json.Marshal([]string{"acp", "--hostname", "127.0.0.1", "--port", "0", "--store", "sqlite",
-				"--data", data, "--directory", project, "--log-level", "info", "--config", path})
 			steerTag := randomTag()
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, node, "client_v2.mjs")
-			cmd.Dir = acpDir
-			cmd.Env = append(acpEnv(home, bin, args, project, trace), "ACP_AGENT="+a.name,
-				"ACP_PROMPT="+waitPrompt, "ACP_STREAMING=waiting", "ACP_INJECT="+echoPrompt+" "+steerTag, "ACP_TIMEOUT_MS=120000")
-			cmd.WaitDelay = 5 * time.Second
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdoutPipe, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr syncBuffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			stdout := bufio.NewReader(stdoutPipe)
-			var rest []byte
-			var waitErr error
-			waited := false
-			finish := func() error {
-				if !waited {
-					waited = true
-					_ = stdin.Close()
-					rest, _ = io.ReadAll(stdout)
-					waitErr = cmd.Wait()
-				}
-				return waitErr
-			}
-			defer finish()
-			frames := func() string { raw, _ := os.ReadFile(trace); return tail(string(raw), 80) }
-			first, err := stdout.ReadBytes('\n')
-			if err != nil {
-				err := finish()
-				t.Fatalf("node client_v2.mjs: %v\nstdout:\n%s%s\nstderr:\n%s\nframes:\n%s", err, first, rest, stderr.String(), frames())
-			}
+			first, closeACP := acpAgentScript(t, path, data, project, "ACP_AGENT="+a.name,
+				"ACP_PROMPT="+waitPrompt, "ACP_STREAMING=waiting", "ACP_INJECT="+echoPrompt+" "+steerTag)
 			var r acpAgentReport
-			if err := json.Unmarshal(bytes.TrimSpace(first), &r); err != nil {
+			if err := json.Unmarshal(first, &r); err != nil {
 				t.Fatalf("client_v2.mjs printed no JSON report: %v\nstdout:\n%s", err, first)
 			}
-			defer func() {
-				if t.Failed() {
-					t.Logf("report: %s\nframes:\n%s", first, frames())
-				}
-			}()
 			checkACPSteered(t, r, calls, a, steerTag)
 
 			// An AG-UI run on the same session, on the ACP process's port.
 			aguiTag, aguiSteerTag := randomTag(), randomTag()
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
 			acmd := exec.CommandContext(ctx, aguiNodeBin, "client.mjs")
 			acmd.Dir = aguiProject
 			acmd.Env = append(os.Environ(), fmt.Sprintf("AGUI_URL=http://127.0.0.1:%d", r.Port), "AGUI_TAG="+aguiTag,
@@ -227,33 +184,125 @@ func TestExternalRealAgentsDoors(t *testing.T) {
 			}
 			checkAGUIAgentRun(t, line.Report, r.SessionID, calls, aguiTag, steerTag)
 			checkAGUIAgentSteer(t, line.Report, r.SessionID, calls, a, aguiSteerTag)
+			closeACP()
 
-			if err := finish(); err != nil {
-				t.Fatalf("node client_v2.mjs after stdin closed: %v\nstdout:\n%s\nstderr:\n%s\nframes:\n%s", err, rest, stderr.String(), frames())
+			// Our ACP process again on the same data: session/resume, and a
+			// prompt the agent answers in its loaded session (its model
+			// call has the earlier turns once).
+			_, before := calls.since(0)
+			tag := randomTag()
+			first, closeACP = acpAgentScript(t, path, data, project, "ACP_RESUME="+r.SessionID, "ACP_PROMPT="+echoPrompt+" "+tag)
+			var again acpAgentReport
+			if err := json.Unmarshal(first, &again); err != nil {
+				t.Fatalf("client_v2.mjs printed no JSON report: %v\nstdout:\n%s", err, first)
 			}
-			var end acpV2End
-			if err := json.Unmarshal(bytes.TrimSpace(rest), &end); err != nil {
-				t.Fatalf("client_v2.mjs printed no closing JSON line: %v\nstdout:\n%s", err, rest)
+			if !strings.Contains(again.Prompt.AgentText, "echoed "+tag) {
+				t.Errorf("the resumed session's prompt read until idle %q, want %q", again.Prompt.AgentText, "echoed "+tag)
 			}
-			if !end.Exit.ok() {
-				t.Errorf("our ACP process exit %+v, want 0 when its stdin closes", end.Exit)
+			texts, _ := calls.since(before)
+			i := slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, tag) })
+			if i < 0 {
+				t.Fatalf("no model call of %s for the resumed session's prompt", a.name)
 			}
-			if len(end.SDKErrors) > 0 {
-				t.Errorf("the SDK logged errors: %v", end.SDKErrors)
-			}
-			// The agent's process group ended with our ACP process.
-			raw, _ := os.ReadFile(trace)
-			m := regexp.MustCompile(`msg=\\"external agent started\\".* pid=(\d+)`).FindAllStringSubmatch(string(raw), -1)
-			if m == nil {
-				t.Fatalf("our ACP process did not log the agent's start; frames:\n%s", frames())
-			}
-			pid, _ := strconv.Atoi(m[len(m)-1][1])
-			checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
-				if syscall.Kill(-pid, 0) == nil {
-					return fmt.Errorf("agent %d's process group outlived our ACP process", pid)
+			for _, s := range []string{echoPrompt + " " + steerTag, echoPrompt + " " + aguiTag, echoPrompt + " " + aguiSteerTag} {
+				if n := strings.Count(texts[i], s); n != 1 {
+					t.Errorf("%s's model call after our ACP process restarted carries %q %d times, want once:\n%s", a.name, s, n, texts[i])
 				}
-				return nil
-			})
+			}
+			if strings.Contains(texts[i], "<conversation-so-far>") {
+				t.Errorf("%s was sent our history block: it did not load its session:\n%s", a.name, texts[i])
+			}
+			closeACP()
+		})
+	}
+}
+
+// acpAgentScript runs e2e/acp/client_v2.mjs (env: its ACP_ variables)
+// over our `opencode-server acp` on config, data and project, and returns
+// the report it prints first. close closes its stdin and checks our ACP
+// process exited 0, the SDK logged no errors and the external agent's
+// process group ended with it (once; it runs when the test ends too).
+func acpAgentScript(t *testing.T, config, data, project string, env ...string) (report []byte, close func()) {
+	t.Helper()
+	node, acpDir, _ := acpNode(t)
+	bin, _ := binaries(t)
+	trace := filepath.Join(t.TempDir(), "frames.ndjson")
+	args, _ := json.Marshal([]string{"acp", "--hostname", "127.0.0.1", "--port", "0", "--store", "sqlite",
+		"--data", data, "--directory", project, "--log-level", "info", "--config", config})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	cmd := exec.CommandContext(ctx, node, "client_v2.mjs")
+	cmd.Dir = acpDir
+	cmd.Env = append(append(acpEnv(t.TempDir(), bin, args, project, trace), env...), "ACP_TIMEOUT_MS=120000")
+	cmd.WaitDelay = 5 * time.Second
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stdout := bufio.NewReader(stdoutPipe)
+	frames := func() string { raw, _ := os.ReadFile(trace); return tail(string(raw), 80) }
+	var rest []byte
+	var waitErr error
+	waited := false
+	finish := func() error {
+		if !waited {
+			waited = true
+			_ = stdin.Close()
+			rest, _ = io.ReadAll(stdout)
+			waitErr = cmd.Wait()
+			cancel()
+		}
+		return waitErr
+	}
+	t.Cleanup(func() { _ = finish() })
+	first, err := stdout.ReadBytes('\n')
+	if err != nil {
+		err := finish()
+		t.Fatalf("node client_v2.mjs: %v\nstdout:\n%s%s\nstderr:\n%s\nframes:\n%s", err, first, rest, stderr.String(), frames())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("client_v2.mjs report: %s\nframes:\n%s", first, frames())
+		}
+	})
+	return bytes.TrimSpace(first), func() {
+		t.Helper()
+		if waited {
+			return
+		}
+		if err := finish(); err != nil {
+			t.Fatalf("node client_v2.mjs after stdin closed: %v\nstdout:\n%s\nstderr:\n%s\nframes:\n%s", err, rest, stderr.String(), frames())
+		}
+		var end acpV2End
+		if err := json.Unmarshal(bytes.TrimSpace(rest), &end); err != nil {
+			t.Fatalf("client_v2.mjs printed no closing JSON line: %v\nstdout:\n%s", err, rest)
+		}
+		if !end.Exit.ok() {
+			t.Errorf("our ACP process exit %+v, want 0 when its stdin closes", end.Exit)
+		}
+		if len(end.SDKErrors) > 0 {
+			t.Errorf("the SDK logged errors: %v", end.SDKErrors)
+		}
+		// The agent's process group ended with our ACP process.
+		raw, _ := os.ReadFile(trace)
+		m := regexp.MustCompile(`msg=\\"external agent started\\".* pid=(\d+)`).FindAllStringSubmatch(string(raw), -1)
+		if m == nil {
+			t.Fatalf("our ACP process did not log the agent's start; frames:\n%s", frames())
+		}
+		pid, _ := strconv.Atoi(m[len(m)-1][1])
+		checkFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+			if syscall.Kill(-pid, 0) == nil {
+				return fmt.Errorf("agent %d's process group outlived our ACP process", pid)
+			}
+			return nil
 		})
 	}
 }

@@ -21,6 +21,8 @@
 // With ACP_AGENT (e2e/agents_doors_test.go), the session's mode is that
 // external agent and the prompt and the inject are ACP_PROMPT and a steer
 // (ACP_INJECT) sent once the prompt's answer streams, read until idle.
+// With ACP_RESUME, that session (of an earlier process on the same data)
+// is resumed (session/resume) and prompted once (ACP_PROMPT).
 
 import { spawn } from "node:child_process";
 import { appendFileSync } from "node:fs";
@@ -28,8 +30,10 @@ import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2";
 import { ARGS, CWD, SERVER, TRACE, env, sdkVersion, within } from "./common.mjs";
 
-// ACP_AGENT: drive an external agent's session instead (steerAgent).
+// ACP_AGENT: drive an external agent's session instead (steerAgent);
+// ACP_RESUME: resume that session and prompt it once (promptOnce).
 const AGENT = process.env.ACP_AGENT || "";
+const RESUME = process.env.ACP_RESUME || "";
 
 const t0 = Date.now();
 const trace = (dir, msg) => {
@@ -114,6 +118,14 @@ async function promptThenQueue(session, sessionId) {
   report.inject = { text: injectText, reply: injected, agentText: injectAgentText };
 }
 
+// A prompt (ACP_PROMPT) read until idle.
+async function promptOnce(session) {
+  const text = env("ACP_PROMPT");
+  const reply = await within("session/prompt", session.prompt(text));
+  const agentText = await within("the reply until idle", session.readTextUntilIdle());
+  report.prompt = { text, reply, agentText };
+}
+
 // The session's mode set to the external agent ACP_AGENT, a prompt
 // (ACP_PROMPT) read until its answer streams, then a session/inject
 // (steer, ACP_INJECT) into the running turn, read until idle. Each agent
@@ -149,10 +161,20 @@ try {
     }),
   );
   report.initialize = { protocolVersion: init.protocolVersion, inject: init.capabilities?.session?.inject ?? null };
-  const session = await within("session/new", agent.buildSession(CWD).start());
-  const sessionId = session.sessionId ?? session.newSessionResponse?.sessionId;
+  let session, sessionId;
+  if (RESUME) {
+    // A session of an earlier process on the same data: resumed, its
+    // updates routed to an active-session helper as for a new one.
+    sessionId = RESUME;
+    const res = await within("session/resume", agent.request("session/resume", { sessionId, cwd: CWD, mcpServers: [] }));
+    session = agent.attachSession({ ...res, sessionId });
+  } else {
+    session = await within("session/new", agent.buildSession(CWD).start());
+    sessionId = session.sessionId ?? session.newSessionResponse?.sessionId;
+  }
   report.sessionId = sessionId;
-  if (AGENT) await steerAgent(session, sessionId);
+  if (RESUME) await promptOnce(session);
+  else if (AGENT) await steerAgent(session, sessionId);
   else await promptThenQueue(session, sessionId);
 
   const mine = updates.filter((u) => u.sessionId === sessionId);
