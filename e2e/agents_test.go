@@ -89,7 +89,8 @@ func agentScript(answer, final string, call func(tools []string) stubmodel.ToolC
 		case strings.Contains(text, waitPrompt):
 			return stubmodel.Response{Text: strings.Repeat("waiting ", waitWords), Chunks: waitWords, Delay: 100 * time.Millisecond}
 		case strings.Contains(text, echoPrompt):
-			_, after, _ := strings.Cut(text, echoPrompt)
+			// The last one: a history block before it may quote earlier ones.
+			after := text[strings.LastIndex(text, echoPrompt)+len(echoPrompt):]
 			word := strings.Fields(after + " ?")[0]
 			return stubmodel.Response{Text: "echoed " + word}
 		}
@@ -260,18 +261,7 @@ func TestExternalRealAgents(t *testing.T) {
 			t.Parallel()
 			project := t.TempDir()
 			answer, final := "external answer "+randomTag(), "tool done "+randomTag()
-			calls := &modelCalls{}
-			acp, made := a.start(t, node22, dir, project, calls.record(agentScript(answer, final, func(tools []string) stubmodel.ToolCall {
-				return a.call(project, tools)
-			})))
-			cfg := mustMarshal(map[string]any{
-				// Edits and commands ask, so the agent's request is a question to us.
-				"permission": map[string]any{"edit": "ask", "bash": "ask"},
-				"agent":      map[string]any{a.name: map[string]any{"description": a.name + " over ACP", "acp": acp}}})
-			path := filepath.Join(t.TempDir(), "opencode.json")
-			if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			path, calls, made := realAgentConfig(t, a, node22, dir, project, answer, final)
 			srv := startServer(t, serverOptions{config: path, dir: project})
 			events := watchEvents(t, srv)
 			sess := newExternalSession(t, srv)
@@ -347,6 +337,23 @@ func TestExternalRealAgents(t *testing.T) {
 			checkAgentStops(t, srv)
 		})
 	}
+}
+
+// realAgentConfig starts a's model stub (agentScript with answer and
+// final, its tool call made in project) and writes an opencode.json with
+// a as the agent of its name, edits and commands asking; it returns the
+// config's path, the stub's requests and the file the tool call makes.
+func realAgentConfig(t *testing.T, a realAgent, node22, dir, project, answer, final string) (path string, calls *modelCalls, made string) {
+	t.Helper()
+	calls = &modelCalls{}
+	acp, made := a.start(t, node22, dir, project, calls.record(agentScript(answer, final, func(tools []string) stubmodel.ToolCall {
+		return a.call(project, tools)
+	})))
+	cfg := map[string]any{
+		// Edits and commands ask, so the agent's request is a question to us.
+		"permission": map[string]any{"edit": "ask", "bash": "ask"},
+		"agent":      map[string]any{a.name: map[string]any{"description": a.name + " over ACP", "acp": acp}}}
+	return writeConfig(t, cfg), calls, made
 }
 
 // newExternalSession makes a session (POST /session).

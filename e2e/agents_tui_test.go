@@ -12,32 +12,43 @@ import (
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
 )
 
-// TestTUIExternalClaude: the real TUI attached to our server with Claude
-// Code (claude-agent-acp 0.101.0 on the Anthropic stub) as an external
-// agent: Tab picks it, a prompt to it asks for a tool call, the agent's
-// permission request is the TUI's permission dialog, answered there
-// (Enter on "Allow once"), and the tool runs and the agent's final answer
-// shows on the screen.
-func TestTUIExternalClaude(t *testing.T) {
+// TestTUIExternalRealAgents: the real TUI attached to our server with a
+// real agent (Claude Code, claude-agent-acp 0.101.0 on the Anthropic stub;
+// Codex, codex-acp 2.6.0 on the Responses stub) as an external agent: Tab
+// picks it, a prompt to it asks for a tool call, the agent's permission
+// request (Claude Code asks; Codex runs it on its own) is the TUI's
+// permission dialog, answered there (Enter on "Allow once"), and the tool
+// runs and the agent's final answer shows on the screen.
+func TestTUIExternalRealAgents(t *testing.T) {
 	t.Parallel()
 	node22, dir := agentsProject(t)
-	claude := realAgents[0]
-	answer, final := "claude answer "+randomTag(), "claude tool done "+strings.ToLower(randomTag())
-	acp, made := claude.start(t, node22, dir, "", agentScript(answer, final, func(tools []string) stubmodel.ToolCall {
-		return claude.call("", tools)
-	}))
-	cfg := withOwnModel(t)
-	cfg["permission"] = map[string]any{"edit": "ask", "bash": "ask"}
-	cfg["agent"] = map[string]any{"claude": map[string]any{"description": "Claude Code", "acp": acp}}
-	srv := startWithConfig(t, cfg)
-	x := startTUI(t, srv)
-	pickAgent(t, x, "Claude")
-	x.typeLine(toolPrompt)
-	x.waitScreen(3*time.Minute, "Allow once")
-	x.must("send-keys", "-t", x.target, "Enter")
-	x.waitScreen(2*time.Minute, final)
-	if _, err := os.Stat(filepath.Join(srv.Dir, made)); err != nil {
-		t.Errorf("the tool call allowed in the TUI did not run: %v", err)
+	for _, a := range realAgents {
+		if a.name == "codex-openai" {
+			continue // codex again; only its provider differs
+		}
+		t.Run(a.name, func(t *testing.T) {
+			t.Parallel()
+			project := t.TempDir()
+			answer, final := a.name+" answer "+randomTag(), a.name+" tool done "+strings.ToLower(randomTag())
+			acp, made := a.start(t, node22, dir, project, agentScript(answer, final, func(tools []string) stubmodel.ToolCall {
+				return a.call(project, tools)
+			}))
+			cfg := withOwnModel(t)
+			cfg["permission"] = map[string]any{"edit": "ask", "bash": "ask"}
+			cfg["agent"] = map[string]any{a.name: map[string]any{"description": a.name + " over ACP", "acp": acp}}
+			srv := startServer(t, serverOptions{config: writeConfig(t, cfg), dir: project})
+			x := startTUI(t, srv)
+			pickAgent(t, x, strings.ToUpper(a.name[:1])+a.name[1:])
+			x.typeLine(toolPrompt)
+			if a.asks {
+				x.waitScreen(3*time.Minute, "Allow once")
+				x.must("send-keys", "-t", x.target, "Enter")
+			}
+			x.waitScreen(3*time.Minute, final)
+			if _, err := os.Stat(filepath.Join(project, made)); err != nil {
+				t.Errorf("the tool call did not run: %v", err)
+			}
+		})
 	}
 }
 

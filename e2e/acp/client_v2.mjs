@@ -4,7 +4,8 @@
 // it and asserts on what it prints.
 //
 // Environment: ACP_SERVER, ACP_ARGS, ACP_CWD, ACP_TRACE as for client.mjs
-// (read by common.mjs).
+// (read by common.mjs); ACP_AGENT, ACP_PROMPT, ACP_STREAMING and
+// ACP_INJECT for the external agent's run (below).
 //
 // One process: initialize with protocolVersion 2, session/new through the
 // SDK's session builder, a prompt read until idle by the SDK
@@ -16,12 +17,23 @@
 // meanwhile), closes the agent's stdin and prints a second line: the
 // agent's exit and what the SDK logged. A protocol failure (an error reply,
 // a timeout, a frame the SDK refuses) exits 1 with a message on stderr.
+//
+// With ACP_AGENT (e2e/agents_doors_test.go), the session's mode is that
+// external agent and the prompt and the inject are ACP_PROMPT and a steer
+// (ACP_INJECT) sent once the prompt's answer streams, read until idle.
+// With ACP_RESUME, that session (of an earlier process on the same data)
+// is resumed (session/resume) and prompted once (ACP_PROMPT).
 
 import { spawn } from "node:child_process";
 import { appendFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk/experimental/v2";
-import { ARGS, CWD, SERVER, TRACE, sdkVersion, within } from "./common.mjs";
+import { ARGS, CWD, SERVER, TRACE, env, sdkVersion, within } from "./common.mjs";
+
+// ACP_AGENT: drive an external agent's session instead (steerAgent);
+// ACP_RESUME: resume that session and prompt it once (promptOnce).
+const AGENT = process.env.ACP_AGENT || "";
+const RESUME = process.env.ACP_RESUME || "";
 
 const t0 = Date.now();
 const trace = (dir, msg) => {
@@ -84,19 +96,10 @@ async function http(path) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const report = { sdkVersion };
-try {
-  const init = await within(
-    "initialize",
-    agent.request("initialize", {
-      protocolVersion: 2,
-      info: { name: "opencode-server-e2e-acp-v2", version: "1" },
-      capabilities: {},
-    }),
-  );
-  report.initialize = { protocolVersion: init.protocolVersion, inject: init.capabilities?.session?.inject ?? null };
-  const session = await within("session/new", agent.buildSession(CWD).start());
-  const sessionId = session.sessionId ?? session.newSessionResponse?.sessionId;
-  report.sessionId = sessionId;
+
+// A prompt read until idle, then a session/inject (queue) on the idle
+// session, read until idle the same way.
+async function promptThenQueue(session, sessionId) {
   const tag = Math.random().toString(36).slice(2, 10);
   const text = `hello from the v2 sdk ${tag}`;
   const reply = await within("session/prompt", session.prompt(text));
@@ -113,6 +116,66 @@ try {
   // On an idle session a queued inject starts work of its own.
   const injectAgentText = await within("the inject's reply until idle", session.readTextUntilIdle());
   report.inject = { text: injectText, reply: injected, agentText: injectAgentText };
+}
+
+// A prompt (ACP_PROMPT) read until idle.
+async function promptOnce(session) {
+  const text = env("ACP_PROMPT");
+  const reply = await within("session/prompt", session.prompt(text));
+  const agentText = await within("the reply until idle", session.readTextUntilIdle());
+  report.prompt = { text, reply, agentText };
+}
+
+// The session's mode set to the external agent ACP_AGENT, a prompt
+// (ACP_PROMPT) read until its answer streams, then a session/inject
+// (steer, ACP_INJECT) into the running turn, read until idle. Each agent
+// text is the text read after the input (up to the inject, until idle).
+async function steerAgent(session, sessionId) {
+  await within("session/set_config_option mode", session.setConfigOption({ configId: "mode", value: AGENT }));
+  const text = env("ACP_PROMPT");
+  const reply = await within("session/prompt", session.prompt(text));
+  // The answer streams once its text has ACP_STREAMING (any text without).
+  const streaming = process.env.ACP_STREAMING || "";
+  let agentText = "";
+  while (!agentText || !agentText.includes(streaming)) {
+    const m = await within("the prompt's answer streaming", session.nextUpdate());
+    if (m.kind === "stop") throw new Error("the session went idle before the agent said anything");
+    if (m.update.sessionUpdate === "agent_message_chunk") agentText += textOf(m.update.content);
+  }
+  report.prompt = { text, reply, agentText };
+  const injectText = env("ACP_INJECT");
+  const injected = await within(
+    "session/inject",
+    agent.request("session/inject", { sessionId, mode: "steer", content: [{ type: "text", text: injectText }] }),
+  );
+  const injectAgentText = await within("the turn until idle", session.readTextUntilIdle());
+  report.inject = { text: injectText, reply: injected, agentText: injectAgentText };
+}
+try {
+  const init = await within(
+    "initialize",
+    agent.request("initialize", {
+      protocolVersion: 2,
+      info: { name: "opencode-server-e2e-acp-v2", version: "1" },
+      capabilities: {},
+    }),
+  );
+  report.initialize = { protocolVersion: init.protocolVersion, inject: init.capabilities?.session?.inject ?? null };
+  let session, sessionId;
+  if (RESUME) {
+    // A session of an earlier process on the same data: resumed, its
+    // updates routed to an active-session helper as for a new one.
+    sessionId = RESUME;
+    const res = await within("session/resume", agent.request("session/resume", { sessionId, cwd: CWD, mcpServers: [] }));
+    session = agent.attachSession({ ...res, sessionId });
+  } else {
+    session = await within("session/new", agent.buildSession(CWD).start());
+    sessionId = session.sessionId ?? session.newSessionResponse?.sessionId;
+  }
+  report.sessionId = sessionId;
+  if (RESUME) await promptOnce(session);
+  else if (AGENT) await steerAgent(session, sessionId);
+  else await promptThenQueue(session, sessionId);
 
   const mine = updates.filter((u) => u.sessionId === sessionId);
   report.userMessages = mine
@@ -126,6 +189,7 @@ try {
     m.text += textOf(u.update.content);
   }
   report.agentMessages = agentMessages;
+  report.states = mine.filter((u) => u.update.sessionUpdate === "state_update").map((u) => u.update.state);
 
   if (!port) throw new Error("no listening line on the agent's stderr");
   report.port = port;

@@ -12,7 +12,8 @@ export const SERVER = env("ACP_SERVER");
 export const ARGS = JSON.parse(env("ACP_ARGS"));
 export const CWD = env("ACP_CWD");
 export const TRACE = process.env.ACP_TRACE || "";
-export const TIMEOUT = 20_000; // one request or one wait
+// One request or one wait (ACP_TIMEOUT_MS: longer, for a slow agent).
+export const TIMEOUT = Number(process.env.ACP_TIMEOUT_MS) || 20_000;
 
 export const sdkVersion = JSON.parse(
   readFileSync(new URL("./node_modules/@agentclientprotocol/sdk/package.json", import.meta.url), "utf8"),

@@ -10,6 +10,10 @@
 //                  arrives on stdin
 //   AGUI_TAG       a random tag the prompts carry, so the test can find them
 //
+// With AGUI_AGENT, AGUI_THREAD and AGUI_PROMPT the script makes one run
+// instead (agentRun, e2e/agents_doors_test.go): a prompt to that agent on
+// that session, then (AGUI_SLOW) a steer posted into its running turn.
+//
 // Checkpoints: at {"pause":NAME,...} on stdout the script waits for one
 // line on stdin; the test attaches the TUI at "attach" (after the first
 // run) and looks at it at "look" (after the second).
@@ -41,7 +45,7 @@ const BASE = env("AGUI_URL");
 const PASSWORD = process.env.AGUI_PASSWORD || "";
 const PAUSE = process.env.AGUI_PAUSE === "1";
 const TAG = env("AGUI_TAG");
-const TIMEOUT = 60_000; // one run
+const TIMEOUT = Number(process.env.AGUI_TIMEOUT_MS) || 60_000; // one run
 
 const version = (pkg) =>
   JSON.parse(readFileSync(new URL(`./node_modules/${pkg}/package.json`, import.meta.url), "utf8")).version;
@@ -392,8 +396,41 @@ async function main() {
   report.final = (await conversation(threadId)).messages;
 }
 
+// agentRun is one run on the session AGUI_THREAD with the prompt
+// AGUI_PROMPT, to the agent forwardedProps.agent names (AGUI_AGENT).
+async function agentRun() {
+  const threadId = env("AGUI_THREAD");
+  report.threadId = threadId;
+  const agent = newAgent(threadId);
+  agent.addMessage(user(env("AGUI_PROMPT")));
+  const to = { agent: env("AGUI_AGENT") };
+  report.runs.agent = await run("agent", agent, { forwardedProps: to });
+
+  // AGUI_SLOW (a slow prompt), AGUI_STREAMING (a word of its answer) and
+  // AGUI_STEER: the slow prompt's run, and a second agent's run posting
+  // the steer (forwardedProps.delivery "steer") once the answer streams.
+  if (process.env.AGUI_SLOW) {
+    agent.addMessage(user(env("AGUI_SLOW")));
+    const word = env("AGUI_STREAMING");
+    let streaming;
+    const started = new Promise((resolve) => (streaming = resolve));
+    const slow = run("slow", agent, { forwardedProps: to }, {
+      onEvent: (e) => e.type === "TEXT_MESSAGE_CONTENT" && e.delta.includes(word) && streaming(),
+    });
+    await within("the slow run's answer streaming", started, TIMEOUT).catch((e) => (report.steerWaitError = String(e)));
+    const steerer = newAgent(threadId, { messages: structuredClone(agent.messages) });
+    const steerMsg = user(env("AGUI_STEER"));
+    steerer.addMessage(steerMsg);
+    report.steerText = steerMsg.content;
+    const [slowRun, steerRun] = await Promise.all([slow, run("steer", steerer, { forwardedProps: { ...to, delivery: "steer" } })]);
+    report.runs.slow = slowRun;
+    report.runs.steer = steerRun;
+  }
+  report.final = (await conversation(threadId)).messages;
+}
+
 try {
-  await main();
+  await (process.env.AGUI_AGENT ? agentRun() : main());
 } catch (e) {
   report.fatal = String(e?.stack || e);
 }
