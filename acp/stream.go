@@ -475,7 +475,8 @@ func (mp *mapper) updates(e *opencode.Event, replay bool) []map[string]any {
 		}
 		return []map[string]any{state("running")}
 	case opencode.EvStepFailed:
-		if er, ok := d["error"].(map[string]any); ok && er["message"] == "Provider turn interrupted" {
+		var f opencode.StepFailed
+		if json.Unmarshal(e.Data, &f) == nil && f.Error.Interrupted() {
 			mp.stop = "cancelled" // session/cancel (or an abort over HTTP)
 		}
 		return nil
