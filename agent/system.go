@@ -1,11 +1,11 @@
 package agent
 
 import (
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/opencode-server/opencode-server/vcs"
 )
 
 // Env is where the agent runs, as the environment block tells the model.
@@ -26,20 +26,14 @@ func NewEnv(dir, providerID, modelID string, now time.Time) Env {
 		ProviderID: providerID, ModelID: modelID}
 }
 
-// Worktree is the root of the git work tree dir is in, found by walking up
-// to a .git entry (a directory, or the file of a linked work tree), or "/"
-// and false outside git.
+// Worktree is the root of the git work tree dir is in (vcs.Root: the
+// nearest .git entry, no git run), or "/" and false outside git, as
+// OpenCode tells the model.
 func Worktree(dir string) (string, bool) {
-	for d := filepath.Clean(dir); ; {
-		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
-			return d, true
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "/", false
-		}
-		d = parent
+	if root, ok := vcs.Root(dir); ok {
+		return root, true
 	}
+	return "/", false
 }
 
 // block is the environment block: the model line, then <env> with

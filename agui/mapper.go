@@ -337,7 +337,7 @@ func (mp *mapper) add(e *opencode.Event, replay bool) ending {
 func (mp *mapper) turnEnded() ending {
 	// An abort fails the running step as "interrupted" (a restart's too)
 	// and says MessageAbortedError live.
-	if mp.aborted || (mp.failure != nil && mp.failure.Message == interrupted) {
+	if mp.aborted || (mp.failure != nil && mp.failure.Interrupted()) {
 		return endCancelled
 	}
 	if mp.failure != nil {
@@ -345,10 +345,6 @@ func (mp *mapper) turnEnded() ending {
 	}
 	return endSuccess
 }
-
-// interrupted is the step failure the core writes for an interrupted
-// model call (lifecycle's interruptedStep).
-const interrupted = "Provider turn interrupted"
 
 // startStream opens a text (its AG-UI message is the assistant's) or a
 // reasoning part (its own) in its step, once.

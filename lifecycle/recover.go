@@ -217,8 +217,8 @@ func (m *Manager) unanswered(msgs []opencode.MessageWithParts) (bool, error) {
 const interruptedPrefix = "Interrupted by server"
 
 // interruptedStep is the step.failed error of a step that was cut off (an
-// abort, a restart), as OpenCode logs it.
-var interruptedStep = opencode.EventError{Type: "unknown", Message: "Provider turn interrupted"}
+// abort, a restart); opencode owns its text so the front doors recognise it.
+var interruptedStep = opencode.InterruptedError()
 
 // remember appends a stored message to the conversation sent to the model,
 // as OpenCode's toModelMessages builds it: a user message's texts and the

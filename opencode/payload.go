@@ -43,6 +43,22 @@ type EventError struct {
 	Message string `json:"message"`
 }
 
+// TurnInterrupted is the message of the step.failed error of a step whose
+// model call was cut off (an abort, a restart): OpenCode's own wire text, so
+// it must stay as it is.
+const TurnInterrupted = "Provider turn interrupted"
+
+// InterruptedError is the step.failed error of a step that was cut off, as
+// OpenCode logs it. The core builds it here so the front doors can tell it
+// apart with Interrupted instead of matching the text.
+func InterruptedError() EventError {
+	return EventError{Type: "unknown", Message: TurnInterrupted}
+}
+
+// Interrupted reports whether e is the error of a step that was cut off
+// (InterruptedError), as opposed to one the model or a tool failed.
+func (e EventError) Interrupted() bool { return e.Message == TurnInterrupted }
+
 // The durable v2 events and the inbox events of our extension.
 
 // PromptAdmitted is session.next.prompt.admitted.

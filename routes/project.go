@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os/exec"
-	"strings"
 	"sync"
 	"time"
 
@@ -32,10 +30,8 @@ func (p *projects) of(dir string) string {
 	root := "global"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--show-toplevel").Output(); err == nil {
-		if r := strings.TrimSpace(string(out)); r != "" {
-			root = r
-		}
+	if repo, ok, err := vcs.Discover(ctx, dir); err == nil && ok && repo.InWorkTree {
+		root = repo.Worktree
 	}
 	p.roots.Store(dir, root)
 	return root

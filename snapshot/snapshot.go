@@ -23,6 +23,7 @@ import (
 
 	"github.com/opencode-server/opencode-server/internal/atomicfile"
 	"github.com/opencode-server/opencode-server/opencode"
+	"github.com/opencode-server/opencode-server/vcs"
 )
 
 // Snapshots hands out the snapshot repository of each project directory.
@@ -93,13 +94,12 @@ func (s *Snapshots) For(ctx context.Context, dir string) *Repo {
 	}
 }
 
-// find asks git whether dir is in a work tree. A failed or timed-out git is
-// remembered as "none" only for notRepoTTL.
+// find asks vcs.Discover whether dir is in a work tree. A failed or
+// timed-out git is remembered as "none" only for notRepoTTL.
 func (s *Snapshots) find(dir string, l *lookup) {
 	ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--is-inside-work-tree").Output()
-	if err == nil && strings.TrimSpace(string(out)) == "true" {
+	if repo, ok, err := vcs.Discover(ctx, dir); err == nil && ok && repo.InWorkTree {
 		sum := sha1.Sum([]byte(dir))
 		l.repo = &Repo{gitDir: filepath.Join(s.root, hex.EncodeToString(sum[:10])), work: dir}
 	}

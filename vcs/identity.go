@@ -36,27 +36,14 @@ type Identity struct {
 // in OpenCode.
 func Resolve(ctx context.Context, dir string) (Identity, error) {
 	outside := Identity{ID: Global, Directory: fsRoot(dir)}
-	dotgit := findUp(dir, ".git")
-	if dotgit == "" {
-		return outside, nil
-	}
-	base := filepath.Dir(dotgit)
-	top, err := git(ctx, base, "rev-parse", "--show-toplevel")
+	repo, ok, err := Discover(ctx, dir)
 	if err != nil && ctx.Err() != nil {
 		return outside, err
 	}
-	gd, _ := git(ctx, base, "rev-parse", "--git-dir")
-	cd, err := git(ctx, base, "rev-parse", "--git-common-dir")
-	if err != nil && ctx.Err() != nil {
-		return outside, err
+	if !ok || err != nil {
+		return outside, nil // git failed or is missing: global, as in OpenCode
 	}
-	if !gd.ok() || !cd.ok() {
-		return outside, nil
-	}
-	id := Identity{Directory: base, Git: true, store: gitPath(base, cd.text())}
-	if top.ok() {
-		id.Directory = gitPath(base, top.text())
-	}
+	id := Identity{Directory: repo.Worktree, Git: true, store: repo.CommonDirectory}
 	if b, err := os.ReadFile(filepath.Join(id.store, "opencode")); err == nil {
 		id.previous = strings.TrimSpace(string(b))
 	}
@@ -85,21 +72,6 @@ func Resolve(ctx context.Context, dir string) (Identity, error) {
 func (id Identity) commit() {
 	if id.Git && id.ID != Global && id.store != "" && id.previous != id.ID {
 		_ = os.WriteFile(filepath.Join(id.store, "opencode"), []byte(id.ID), 0o644)
-	}
-}
-
-// findUp is the nearest path dir/name, dir/../name, ... that exists.
-func findUp(dir, name string) string {
-	for d := filepath.Clean(dir); ; {
-		p := filepath.Join(d, name)
-		if _, err := os.Lstat(p); err == nil {
-			return p
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return ""
-		}
-		d = parent
 	}
 }
 

@@ -99,41 +99,6 @@ func LinkedWorktrees(ctx context.Context, id Identity, mainTree string) ([]Workt
 	return out, nil
 }
 
-// Repository is a git repository as OpenCode's Git.repo.discover finds it
-// from a directory: the nearest .git above it.
-type Repository struct {
-	Worktree, GitDirectory, CommonDirectory string
-}
-
-// Discover finds the repository dir is in; false outside git.
-func Discover(ctx context.Context, dir string) (Repository, bool, error) {
-	dotgit := findUp(dir, ".git")
-	if dotgit == "" {
-		return Repository{}, false, nil
-	}
-	base := filepath.Dir(dotgit)
-	top, err := git(ctx, base, "rev-parse", "--show-toplevel")
-	if err != nil {
-		return Repository{}, false, err
-	}
-	gd, err := git(ctx, base, "rev-parse", "--git-dir")
-	if err != nil {
-		return Repository{}, false, err
-	}
-	cd, err := git(ctx, base, "rev-parse", "--git-common-dir")
-	if err != nil {
-		return Repository{}, false, err
-	}
-	if !gd.ok() || !cd.ok() {
-		return Repository{}, false, nil
-	}
-	r := Repository{Worktree: base, GitDirectory: gitPath(base, gd.text()), CommonDirectory: gitPath(base, cd.text())}
-	if top.ok() {
-		r.Worktree = gitPath(base, top.text())
-	}
-	return r, true, nil
-}
-
 // CopyError is a git command of a project copy that failed, with what
 // git said; ForceRequired when a removal failed only because the copy
 // has changes (OpenCode's Git.WorktreeError).
