@@ -25,16 +25,17 @@ type Response struct {
 	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
 	PreviousResponseID *string            `json:"previous_response_id"`
 	// Conversation is the session the response is a turn of, always.
-	Conversation *conversation `json:"conversation"`
-	Store        bool          `json:"store"`
-	Background   bool          `json:"background"`
-	Temperature  *float64      `json:"temperature"`
-	TopP         *float64      `json:"top_p"`
-	ToolChoice   string        `json:"tool_choice"`
-	Tools        []funcTool    `json:"tools"`
-	Text         textConfig    `json:"text"`
-	Truncation   string        `json:"truncation"`
-	Usage        *usage        `json:"usage"`
+	Conversation *conversation  `json:"conversation"`
+	Store        bool           `json:"store"`
+	Background   bool           `json:"background"`
+	Reasoning    *reasoningEcho `json:"reasoning"`
+	Temperature  *float64       `json:"temperature"`
+	TopP         *float64       `json:"top_p"`
+	ToolChoice   string         `json:"tool_choice"`
+	Tools        []funcTool     `json:"tools"`
+	Text         textConfig     `json:"text"`
+	Truncation   string         `json:"truncation"`
+	Usage        *usage         `json:"usage"`
 }
 
 type responseError struct {
@@ -78,8 +79,10 @@ type outputItem struct {
 	Role    string       `json:"role"`
 	Status  string       `json:"status"`
 	Content []outputText `json:"content"`
-	// call makes the item a function_call (see MarshalJSON).
-	call *functionCall
+	// call makes the item a function_call, reasoning a reasoning item
+	// (see MarshalJSON).
+	call      *functionCall
+	reasoning *reasoningItem
 }
 
 // outputText is an output_text content part.
@@ -122,7 +125,10 @@ func header(in *opencode.Input) *Response {
 	case in.Agent != "":
 		r.Model = in.Agent
 	}
-	if m := metaOf(in.Parts); m != nil {
+	meta := metaOf(in.Parts)
+	r.Reasoning = echoReasoning(in, meta)
+	if m := meta; m != nil {
+		r.Background = m.Background
 		for k, v := range m.Metadata {
 			r.Metadata[k] = v
 		}

@@ -257,6 +257,9 @@ func (c *socket) create(data []byte, lane string) {
 	case err != nil:
 	case t.req.Delivery == "steer":
 		err = invalid("delivery", "invalid_value", "over the WebSocket a steer is a response.steer event")
+	case t.req.Background:
+		// As OpenAI's: a socket's responses stream on it.
+		err = invalid("background", "unsupported_parameter", "background is not supported over the WebSocket: use POST /v1/responses")
 	case len(t.outputs) > 0:
 		err = invalid("input", "unsupported_value", "function_call_output items are not taken over the WebSocket yet: send them with POST /v1/responses")
 	}
