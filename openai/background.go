@@ -292,8 +292,8 @@ func (h *Handler) createBackground(w http.ResponseWriter, r *http.Request, sp st
 }
 
 // checkBackground validates background: a background response is stored
-// (store: false is a 400, as OpenAI's); the HTTP steer and the
-// continuation of client calls are not taken in the background yet.
+// (store: false is a 400, as OpenAI's); the HTTP steer is not taken in
+// the background yet.
 func (t *turn) checkBackground() error {
 	if !t.req.Background {
 		return nil
@@ -305,4 +305,22 @@ func (t *turn) checkBackground() error {
 		return invalid("background", "unsupported_parameter", "a steer (delivery steer) cannot be a background response yet")
 	}
 	return nil
+}
+
+// continueBackground serves a background request of function_call_output
+// items: handed to the waiting calls as over HTTP (continue.go), and the
+// continuation recorded and answered at once.
+func (h *Handler) continueBackground(w http.ResponseWriter, r *http.Request, t *turn) {
+	ctx := r.Context()
+	sid, err := h.callsSession(ctx, t)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	ho, err := h.handOver(ctx, sid, t.outputs, "input", true)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	h.createBackground(w, r, streamSpec{in: ho.in, after: ho.after, skip: ho.skip, existed: ho.existed}, ho.sub, t.req.Stream)
 }

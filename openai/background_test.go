@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/opencode-server/opencode-server/internal/stubmodel"
 	"github.com/opencode-server/opencode-server/internal/testserver"
 	"github.com/opencode-server/opencode-server/provider/scripted"
 )
@@ -195,5 +196,63 @@ func TestRestream(t *testing.T) {
 		if code != 400 || json.Unmarshal(raw, &e) != nil || e.Error == nil || e.Error.Param == nil || *e.Error.Param != c.param {
 			t.Errorf("GET %s: %d %s; want a 400 naming %s", c.query, code, raw, c.param)
 		}
+	}
+}
+
+// TestBackgroundFunctionTool: a background response with a function tool
+// is polled to completed with its function_call item; the background
+// request of its output is answered at once and polled to the end of the
+// turn, the model having been sent the output.
+func TestBackgroundFunctionTool(t *testing.T) {
+	srv, stub := stubServer(t, stubmodel.WithChunks(4), stubmodel.WithDelay(10*time.Millisecond))
+	c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	poll := func(id string) *responses.Response {
+		t.Helper()
+		var r *responses.Response
+		checkFor(t, 30*time.Second, "response "+id+" to complete", func() bool {
+			var err error
+			if r, err = c.Responses.Get(ctx, id, responses.ResponseGetParams{}); err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			return r.Status != responses.ResponseStatusQueued && r.Status != responses.ResponseStatusInProgress
+		})
+		checkRequired(t, "response", reflect.ValueOf(*r))
+		return r
+	}
+	a, err := c.Responses.New(ctx, responses.ResponseNewParams{Background: oai.Bool(true), Tools: []responses.ToolUnionParam{weatherTool()},
+		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String(weatherPrompt)}})
+	if err != nil || !a.Background {
+		t.Fatalf("New: %v %+v", err, a)
+	}
+	done := poll(a.ID)
+	var call responses.ResponseFunctionToolCall
+	for _, it := range done.Output {
+		if it.Type == "function_call" {
+			call = it.AsFunctionCall()
+		}
+	}
+	if done.Status != responses.ResponseStatusCompleted || call.Name != "get_weather" {
+		t.Fatalf("the first response: %s", done.RawJSON())
+	}
+	next, err := c.Responses.New(ctx, responses.ResponseNewParams{Background: oai.Bool(true), PreviousResponseID: oai.String(a.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{CallID: oai.String(call.CallID),
+				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: oai.String("22C and sunny")}}}}}})
+	if err != nil || !next.Background || next.PreviousResponseID != a.ID {
+		t.Fatalf("New with the output: %v %+v", err, next)
+	}
+	end := poll(next.ID)
+	if end.Status != responses.ResponseStatusCompleted || end.OutputText() != "Done. sunny" {
+		t.Errorf("the continuation: %s", end.RawJSON())
+	}
+	if results := toolMessages(t, stub); len(results) != 1 || results[0].Content != "22C and sunny" {
+		t.Errorf("the model was sent %+v", results)
+	}
+	// Its recorded stream re-streams whole.
+	evs := rawEvents(t, c.Responses.GetStreaming(ctx, next.ID, responses.ResponseGetParams{}), 0)
+	if !strings.Contains(evs[len(evs)-1], `"type":"response.completed"`) || !strings.Contains(evs[len(evs)-1], "Done. sunny") {
+		t.Errorf("re-streamed: %s", evs[len(evs)-1])
 	}
 }

@@ -429,8 +429,8 @@ func TestBadInput(t *testing.T) {
 		{"reasoning effort", map[string]any{"input": "hi", "reasoning": map[string]any{"effort": "extreme"}}, 400, "reasoning.effort"},
 		{"reasoning type", map[string]any{"input": "hi", "reasoning": "high"}, 400, "reasoning"},
 		{"background hosted tool", map[string]any{"input": "hi", "background": true, "tools": []any{map[string]any{"type": "web_search"}}}, 400, "tools[0].type"},
-		{"background outputs", map[string]any{"background": true, "previous_response_id": "msg_ffffffffffffffffffffffffff",
-			"input": []any{map[string]any{"type": "function_call_output", "call_id": "c", "output": "x"}}}, 400, "background"},
+		{"background outputs of nothing", map[string]any{"background": true, "conversation": "ses_ffffffffffffffffffffffffff",
+			"input": []any{map[string]any{"type": "function_call_output", "call_id": "c", "output": "x"}}}, 404, "conversation"},
 		{"metadata too long", map[string]any{"input": "hi", "metadata": map[string]string{"k": strings.Repeat("v", 513)}}, 400, "metadata"},
 	}
 	for _, c := range cases {

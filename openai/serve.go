@@ -45,7 +45,7 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(t.outputs) > 0 && t.req.Background {
-		h.WriteError(w, r, invalid("background", "unsupported_parameter", "function_call_output items cannot be sent in a background response yet"))
+		h.continueBackground(w, r, t)
 		return
 	}
 	if len(t.outputs) > 0 {
