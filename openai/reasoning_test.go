@@ -2,6 +2,7 @@ package openai_test
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -185,5 +186,51 @@ func TestReasoningItems(t *testing.T) {
 				t.Errorf("re-streamed reasoning %q", texts)
 			}
 		})
+	}
+}
+
+// TestChatReasoning: a chat completion carries the turn's reasoning as
+// the message's reasoning_content, and streamed as reasoning_content
+// deltas before the content.
+func TestChatReasoning(t *testing.T) {
+	srv, _ := stubServer(t, stubmodel.WithChunks(3))
+	c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const thought = "weighing the options"
+	p := oai.ChatCompletionNewParams{Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("think: " + thought + "\nreply: done")}}
+	r, err := c.Chat.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc string
+	if f, ok := r.Choices[0].Message.JSON.ExtraFields["reasoning_content"]; !ok || json.Unmarshal([]byte(f.Raw()), &rc) != nil || rc != thought {
+		t.Errorf("reasoning_content %q in %s", rc, r.RawJSON())
+	}
+	if r.Choices[0].Message.Content != "done" {
+		t.Errorf("content %q", r.Choices[0].Message.Content)
+	}
+	st := c.Chat.Completions.NewStreaming(ctx, p)
+	var reasoning, content strings.Builder
+	for st.Next() {
+		ch := st.Current()
+		if len(ch.Choices) == 0 {
+			continue
+		}
+		if f, ok := ch.Choices[0].Delta.JSON.ExtraFields["reasoning_content"]; ok {
+			var d string
+			_ = json.Unmarshal([]byte(f.Raw()), &d)
+			if content.Len() > 0 {
+				t.Errorf("a reasoning delta %q after the content", d)
+			}
+			reasoning.WriteString(d)
+		}
+		content.WriteString(ch.Choices[0].Delta.Content)
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if reasoning.String() != thought || content.String() != "done" {
+		t.Errorf("streamed reasoning %q, content %q", reasoning.String(), content.String())
 	}
 }
