@@ -53,8 +53,10 @@ func seqOf(t *testing.T, raw string) int64 {
 // stream left after N events and re-attached with starting_after N gets
 // exactly the events after N (those a whole re-stream holds after N).
 func TestBackground(t *testing.T) {
-	reply := strings.TrimSpace(strings.Repeat("slow ", 40))
-	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Reply: reply, Chunks: 40, Delay: 40 * time.Millisecond}})
+	// Each turn streams for 2.5 s: the second response is admitted while
+	// the first runs, and cancelled while it runs, on a loaded machine.
+	reply := strings.TrimSpace(strings.Repeat("slow ", 50))
+	srv := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Reply: reply, Chunks: 50, Delay: 50 * time.Millisecond}})
 	c := oai.NewClient(option.WithBaseURL(srv.URL+"/v1/"), option.WithHTTPClient(client), option.WithMaxRetries(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
