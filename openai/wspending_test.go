@@ -23,12 +23,14 @@ import (
 // model call after it is sent the output and the steer, the
 // continuation ends steered and the steer's response follows on the
 // lane to the end of the turn: the steer is delivered once, never both
-// pending and lost.
+// pending and lost. A cancel of the waiting response instead takes the
+// pending steer back, answered response.steer.failed under its ID.
 func TestWebSocketSteerPending(t *testing.T) {
 	for _, c := range []struct {
-		name  string
-		early bool // steer at response.created, not after the end
-	}{{"after the end", false}, {"while streaming", true}} {
+		name   string
+		early  bool // steer at response.created, not after the end
+		cancel bool // cancel the response instead of sending the output
+	}{{"after the end", false, false}, {"while streaming", true, false}, {"cancelled", false, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, stub := stubServer(t, stubmodel.WithChunks(4), stubmodel.WithDelay(20*time.Millisecond))
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -92,6 +94,23 @@ func TestWebSocketSteerPending(t *testing.T) {
 			}
 			if in := inbox(t, srv.URL, aID); in != 1 {
 				t.Errorf("%d steers wait in the inbox while the call waits; want 1", in)
+			}
+
+			if c.cancel {
+				// The cancel takes the pending steer back: it is answered
+				// failed under its ID, never delivered.
+				if code, raw := do(t, "POST", srv.URL+"/v1/responses/"+aID+"/cancel", nil, nil); code != 200 {
+					t.Fatalf("cancel: %d %s", code, raw)
+				}
+				ev := recvUntil(t, ctx, conn, isType("response.steer.failed"))
+				f := ev[len(ev)-1].AsResponseSteerFailedEvent()
+				if f.Steer.ID != steerID || f.Error.Code != "response_not_active" || f.StreamID != "lane-p" {
+					t.Errorf("the cancelled pending steer: %s", ev[len(ev)-1].RawJSON())
+				}
+				if n := countSteer(stub, "use celsius"); n != 0 {
+					t.Errorf("the model was sent the taken-back steer %d times", n)
+				}
+				return
 			}
 
 			// The output, over the socket, on the lane.
