@@ -34,9 +34,12 @@ type summaryText struct {
 	Text string `json:"text"`
 }
 
-func reasonItem(id, text, status string, open bool) outputItem {
+// reasonItem is a reasoning item; one without text (a provider's
+// encrypted reasoning, or none summarized) has no summary part, as
+// OpenAI's.
+func reasonItem(id, text, status string) outputItem {
 	r := reasoningItem{ID: id, Type: "reasoning", Summary: []summaryText{}, Status: status}
-	if !open {
+	if text != "" {
 		r.Summary = append(r.Summary, summaryText{Type: "summary_text", Text: text})
 	}
 	return outputItem{ID: id, Type: "reasoning", reasoning: &r}
@@ -87,7 +90,9 @@ type reasonStream struct {
 	index   int
 	sent    strings.Builder
 	catchUp bool // first seen in the log: its deltas were not
-	done    bool
+	// part: its summary part was added (at its first text).
+	part bool
+	done bool
 }
 
 // startReasoning adds the item of a reasoning part, if new.
@@ -126,15 +131,18 @@ func (s *streamer) startReasoning(key, msgID string, replay bool) *reasonStream 
 	s.reasonsOf[msgID] = append(s.reasonsOf[msgID], r)
 	s.reasonOrder = append(s.reasonOrder, r)
 	s.write("response.output_item.added", itemEvent{Type: "response.output_item.added", SequenceNumber: s.next(),
-		OutputIndex: r.index, Item: reasonItem(id, "", statusInProgress, true)})
-	s.write("response.reasoning_summary_part.added", summaryPartEvent{Type: "response.reasoning_summary_part.added",
-		SequenceNumber: s.next(), ItemID: id, OutputIndex: r.index, Part: summaryText{Type: "summary_text"}})
+		OutputIndex: r.index, Item: reasonItem(id, "", statusInProgress)})
 	return r
 }
 
 func (s *streamer) reasonDelta(r *reasonStream, d string) {
 	if d == "" {
 		return
+	}
+	if !r.part {
+		r.part = true
+		s.write("response.reasoning_summary_part.added", summaryPartEvent{Type: "response.reasoning_summary_part.added",
+			SequenceNumber: s.next(), ItemID: r.id, OutputIndex: r.index, Part: summaryText{Type: "summary_text"}})
 	}
 	r.sent.WriteString(d)
 	s.write("response.reasoning_summary_text.delta", summaryTextEvent{Type: "response.reasoning_summary_text.delta",
@@ -153,12 +161,14 @@ func (s *streamer) endReasoning(r *reasonStream, text string) {
 		text = r.sent.String() // the deltas went out: the done events repeat them
 	}
 	r.done = true
-	s.write("response.reasoning_summary_text.done", summaryTextEvent{Type: "response.reasoning_summary_text.done",
-		SequenceNumber: s.next(), ItemID: r.id, OutputIndex: r.index, Text: &text})
-	s.write("response.reasoning_summary_part.done", summaryPartEvent{Type: "response.reasoning_summary_part.done",
-		SequenceNumber: s.next(), ItemID: r.id, OutputIndex: r.index, Part: summaryText{Type: "summary_text", Text: text}})
+	if r.part {
+		s.write("response.reasoning_summary_text.done", summaryTextEvent{Type: "response.reasoning_summary_text.done",
+			SequenceNumber: s.next(), ItemID: r.id, OutputIndex: r.index, Text: &text})
+		s.write("response.reasoning_summary_part.done", summaryPartEvent{Type: "response.reasoning_summary_part.done",
+			SequenceNumber: s.next(), ItemID: r.id, OutputIndex: r.index, Part: summaryText{Type: "summary_text", Text: text}})
+	}
 	s.write("response.output_item.done", itemEvent{Type: "response.output_item.done", SequenceNumber: s.next(),
-		OutputIndex: r.index, Item: reasonItem(r.id, text, statusCompleted, false)})
+		OutputIndex: r.index, Item: reasonItem(r.id, text, statusCompleted)})
 }
 
 // endReasonings ends the reasoning items still open when the response

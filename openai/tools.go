@@ -194,7 +194,7 @@ func stepItems(m opencode.MessageWithParts, names map[string]bool) []outputItem 
 			if p.Time == nil || p.Time.End == nil {
 				st = statusInProgress
 			}
-			out = append(out, reasonItem(p.ID, p.Text, st, false))
+			out = append(out, reasonItem(p.ID, p.Text, st))
 		case isClientCall(p, names):
 			st := statusCompleted
 			if p.State == nil || p.State.Status == "pending" {
