@@ -2,7 +2,8 @@ package openai
 
 // Reasoning output items: each reasoning part of a step (the model's
 // thinking, as the session stores it) is one "reasoning" output item
-// under the part's prt_ ID, its text the item's one summary_text. In the
+// under the part's prt_ ID, its text the item's one summary_text (none
+// for a part without text). In the
 // output a step's reasoning items come where their parts began, so
 // usually before the step's message item; streamed, each is
 // response.output_item.added, response.reasoning_summary_part.added,
