@@ -273,5 +273,34 @@ func (h *Handler) find(ctx context.Context, id string) (*opencode.Input, error) 
 		}
 		return nil, err
 	}
-	return in, nil
+	return h.inherit(ctx, in), nil
+}
+
+// maxInherit bounds the steers followed back to the turn's tools.
+const maxInherit = 64
+
+// inherit gives a steer admitted by this door the client tools of the
+// response it was aimed at (followed back through steers): its response
+// carries the rest of that turn, whose model is offered them, so a call
+// of one is a function_call of the steer's response, as OpenAI's
+// successors inherit their predecessor's settings.
+func (h *Handler) inherit(ctx context.Context, in *opencode.Input) *opencode.Input {
+	cur := in
+	for n := 0; n < maxInherit && cur.Delivery == opencode.Steer && len(in.ClientTools) == 0; n++ {
+		m := metaOf(cur.Parts)
+		if m == nil || m.PreviousResponseID == "" {
+			break
+		}
+		prev, err := h.o.Core.FindInput(ctx, m.PreviousResponseID)
+		if err != nil || prev.SessionID != in.SessionID {
+			break
+		}
+		if len(prev.ClientTools) > 0 {
+			cp := *in
+			cp.ClientTools = prev.ClientTools
+			return &cp
+		}
+		cur = prev
+	}
+	return in
 }

@@ -371,6 +371,7 @@ func (h *Handler) locate(ctx context.Context, id string) (in *opencode.Input, af
 			}
 			return nil, "", err
 		}
+		cand = h.inherit(ctx, cand)
 		for _, ct := range cand.ClientTools {
 			if called[ct.Name] {
 				return cand, id, nil

@@ -24,13 +24,18 @@ import (
 // continuation ends steered and the steer's response follows on the
 // lane to the end of the turn: the steer is delivered once, never both
 // pending and lost. A cancel of the waiting response instead takes the
-// pending steer back, answered response.steer.failed under its ID.
+// pending steer back, answered response.steer.failed under its ID. A
+// steer that makes the model call the client tool again ends its own
+// response with the function_call (it carries the turn's tools), and
+// that call's output ends the turn.
 func TestWebSocketSteerPending(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		early  bool // steer at response.created, not after the end
 		cancel bool // cancel the response instead of sending the output
-	}{{"after the end", false, false}, {"while streaming", true, false}, {"cancelled", false, true}} {
+		again  bool // the steer makes the model call the client tool again
+	}{{"after the end", false, false, false}, {"while streaming", true, false, false}, {"cancelled", false, true, false},
+		{"calling again", false, false, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, stub := stubServer(t, stubmodel.WithChunks(4), stubmodel.WithDelay(20*time.Millisecond))
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -44,8 +49,12 @@ func TestWebSocketSteerPending(t *testing.T) {
 			}
 			evs := recvUntil(t, ctx, conn, isType("response.created"))
 			aID := evs[0].AsResponseCreated().Response.ID
+			steerText := "use celsius"
+			if c.again {
+				steerText = `call:get_weather {"city":"Lyon"} then: cold`
+			}
 			steer := func() {
-				if err := conn.Send(ctx, responses.ResponsesClientEventParamOfResponseSteer("use celsius", aID)); err != nil {
+				if err := conn.Send(ctx, responses.ResponsesClientEventParamOfResponseSteer(steerText, aID)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -107,7 +116,7 @@ func TestWebSocketSteerPending(t *testing.T) {
 				if f.Steer.ID != steerID || f.Error.Code != "response_not_active" || f.StreamID != "lane-p" {
 					t.Errorf("the cancelled pending steer: %s", ev[len(ev)-1].RawJSON())
 				}
-				if n := countSteer(stub, "use celsius"); n != 0 {
+				if n := countSteer(stub, steerText); n != 0 {
 					t.Errorf("the model was sent the taken-back steer %d times", n)
 				}
 				return
@@ -138,25 +147,57 @@ func TestWebSocketSteerPending(t *testing.T) {
 			if steered == nil || steered.IncompleteDetails.Reason != "steered" || steered.PreviousResponseID != aID {
 				t.Errorf("the continuation: %+v", steered)
 			}
+			// The model call after the output was sent it and the steer.
+			sentBoth := 0
+			for _, raw := range stub.Requests() {
+				var req stubmodel.Request
+				if err := json.Unmarshal(raw, &req); err != nil {
+					t.Fatal(err)
+				}
+				var seen []string
+				for _, m := range req.Messages {
+					if m.Role == "tool" || m.Role == "user" {
+						seen = append(seen, m.Role+": "+m.Content)
+					}
+				}
+				if strings.HasSuffix(strings.Join(seen, "|"), "tool: 22C|user: "+steerText) {
+					sentBoth++
+				}
+			}
+			if sentBoth != 1 {
+				t.Errorf("%d model calls were sent the output and then the steer; want 1", sentBoth)
+			}
+			if c.again {
+				// The steer's response carries the turn's tools: the
+				// model's call of one ends it with a function_call, and
+				// its output continues it.
+				var again responses.ResponseFunctionToolCall
+				for _, it := range final.Output {
+					if it.Type == "function_call" {
+						again = it.AsFunctionCall()
+					}
+				}
+				if final.ID != steerID || again.Name != "get_weather" || again.Arguments != `{"city":"Lyon"}` {
+					t.Fatalf("the steer's response: %s", final.RawJSON())
+				}
+				err = conn.Create(ctx, responses.ResponsesClientEventResponseCreateParam{StreamID: oai.String("lane-p"), PreviousResponseID: oai.String(steerID),
+					Input: responses.ResponsesClientEventResponseCreateInputUnionParam{OfResponse: &responses.ResponseInputParam{
+						{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{CallID: oai.String(again.CallID),
+							Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: oai.String("9C")}}}}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				evs = recvUntil(t, ctx, conn, terminal(""))
+				end := evs[len(evs)-1].AsResponseCompleted().Response
+				if evs[len(evs)-1].Type != "response.completed" || end.OutputText() != "Done. cold" || end.PreviousResponseID != steerID {
+					t.Fatalf("the turn ends %s", evs[len(evs)-1].RawJSON())
+				}
+				return
+			}
 			if final == nil || final.ID != steerID || final.OutputText() != "You said: use celsius" {
 				t.Fatalf("the steer's response: %+v", final)
 			}
 
-			// The model call after the output was sent it and the steer.
-			var last stubmodel.Request
-			reqs := stub.Requests()
-			if err := json.Unmarshal(reqs[len(reqs)-1], &last); err != nil {
-				t.Fatal(err)
-			}
-			var seen []string
-			for _, m := range last.Messages {
-				if m.Role == "tool" || m.Role == "user" {
-					seen = append(seen, m.Role+": "+m.Content)
-				}
-			}
-			if got := strings.Join(seen, "|"); !strings.HasSuffix(got, "tool: 22C|user: use celsius") {
-				t.Errorf("the model call after the output was sent %q", got)
-			}
 			steers := 0
 			for _, m := range messages(t, srv.URL, final.Conversation.ID) {
 				if m.Info.ID == steerID && m.Info.Role == opencode.User {
