@@ -3,7 +3,6 @@ package crashtest
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,20 +21,9 @@ func TestScaleOutAGUI(t *testing.T) {
 	pg := pgtest.Need(t)
 	db := pg.FreshDB(t)
 	url := pg.URL(db)
-	dir := t.TempDir()
-	project := filepath.Join(dir, "project")
-	if err := os.MkdirAll(project, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var cls []*client
-	var urls []string
-	for _, n := range []string{"a", "b"} {
-		srv := startServer(t, filepath.Join(dir, n), filepath.Join(dir, n+".log"), "--store", "postgres",
-			"--postgres-url", url, "--lease-ttl", clusterTTL.String(), "--directory", project)
-		cls = append(cls, newClient(srv.url))
-		urls = append(urls, srv.url)
-		defer cls[len(cls)-1].close()
-	}
+	dir, project := clusterDirs(t)
+	srvs, cls := startInstances(t, dir, project, url, []string{"a", "b"})
+	urls := []string{srvs[0].url, srvs[1].url}
 	a, b := cls[0], cls[1]
 	sid := newID("ses")
 	if st, body, err := a.do("POST", "/api/session", mustJSON(map[string]any{"id": sid})); err != nil || st != 200 {

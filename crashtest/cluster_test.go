@@ -95,11 +95,7 @@ func TestScaleOut(t *testing.T) {
 	pg := pgtest.Need(t)
 	db := pg.FreshDB(t)
 	url := pg.URL(db)
-	dir := t.TempDir()
-	project := filepath.Join(dir, "project")
-	if err := os.MkdirAll(project, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, project := clusterDirs(t)
 	names := []string{"a", "b", "c"}
 	srvs := map[string]*server{}
 	cls := map[string]*client{}
@@ -110,12 +106,9 @@ func TestScaleOut(t *testing.T) {
 		}
 		return b.String()
 	}
-	for _, n := range names {
-		srvs[n] = startServer(t, filepath.Join(dir, n), filepath.Join(dir, n+".log"), "--store", "postgres",
-			"--postgres-url", url, "--lease-ttl", clusterTTL.String(), "--directory", project,
-			"--scripted-delay", "150ms", "--scripted-chunks", "20")
-		cls[n] = newClient(srvs[n].url)
-		defer cls[n].close()
+	started, clients := startInstances(t, dir, project, url, names, "--scripted-delay", "150ms", "--scripted-chunks", "20")
+	for i, n := range names {
+		srvs[n], cls[n] = started[i], clients[i]
 	}
 	byURL := map[string]string{}
 	for _, n := range names {
@@ -406,11 +399,7 @@ func checkStream(t *testing.T, s *stream, h *history, what string) {
 func TestScaleOutAsk(t *testing.T) {
 	pg := pgtest.Need(t)
 	url := pg.URL(pg.FreshDB(t))
-	dir := t.TempDir()
-	project := filepath.Join(dir, "project")
-	if err := os.MkdirAll(project, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, project := clusterDirs(t)
 	if err := os.WriteFile(filepath.Join(project, "x.env"), []byte("SECRET=1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -420,13 +409,7 @@ func TestScaleOutAsk(t *testing.T) {
 		`"options":{"baseURL":"`+stub.URL()+`","apiKey":"k"},"models":{"stub-model":{"tool_call":true}}}}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var cls []*client
-	for _, n := range []string{"a", "b"} {
-		srv := startServer(t, filepath.Join(dir, n), filepath.Join(dir, n+".log"), "--store", "postgres",
-			"--postgres-url", url, "--lease-ttl", clusterTTL.String(), "--directory", project, "--config", cfg)
-		cls = append(cls, newClient(srv.url))
-		defer cls[len(cls)-1].close()
-	}
+	_, cls := startInstances(t, dir, project, url, []string{"a", "b"}, "--config", cfg)
 	a, b := cls[0], cls[1]
 	sid := newID("ses")
 	if st, body, err := a.do("POST", "/api/session", mustJSON(map[string]any{"id": sid})); err != nil || st != 200 {

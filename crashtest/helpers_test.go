@@ -519,3 +519,32 @@ func answeredOf(cl *client, sid string, ids []string) int {
 	}
 	return n
 }
+
+// clusterDirs makes a test's directory and the project directory its
+// instances share.
+func clusterDirs(t *testing.T) (dir, project string) {
+	t.Helper()
+	dir = t.TempDir()
+	project = filepath.Join(dir, "project")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, project
+}
+
+// startInstances starts the named instances on PostgreSQL database url,
+// each with its data and NAME.log under dir, serving project, with args
+// added; their clients are closed when the test ends.
+func startInstances(t *testing.T, dir, project, url string, names []string, args ...string) ([]*server, []*client) {
+	t.Helper()
+	var srvs []*server
+	var cls []*client
+	for _, n := range names {
+		srv := startServer(t, filepath.Join(dir, n), filepath.Join(dir, n+".log"), append([]string{"--store", "postgres",
+			"--postgres-url", url, "--lease-ttl", clusterTTL.String(), "--directory", project}, args...)...)
+		cl := newClient(srv.url)
+		t.Cleanup(cl.close)
+		srvs, cls = append(srvs, srv), append(cls, cl)
+	}
+	return srvs, cls
+}

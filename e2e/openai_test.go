@@ -72,6 +72,10 @@ type oaiReport struct {
 		} `json:"chat"`
 		Agent       oaiAgent `json:"agent"`
 		AgentStream oaiAgent `json:"agentStream"`
+		// The agents SDK's stateless mode: a run, and a next one given
+		// the first's history.
+		AgentStateless      oaiAgent `json:"agentStateless"`
+		AgentStatelessAgain oaiAgent `json:"agentStatelessAgain"`
 		// A function tool round trip through the openai package's
 		// accumulator.
 		ToolStreamHelper struct {
@@ -263,8 +267,9 @@ func TestOpenAINPM(t *testing.T) {
 	checkOAIResponses(t, r, tag, reqs)
 	checkOAIModelsChat(t, r, tag, model)
 	ses := r.Steps.Create.Conversation
-	checkOAIAgent(t, srv, "run", r.Steps.Agent, tag, city, r.Steps.Stream.Completed.ID, "", ses, reqs)
+	checkOAIAgent(t, srv, "run", r.Steps.Agent, tag, city, r.Steps.StreamHelper.Final.ID, "", ses, reqs)
 	checkOAIAgent(t, srv, "streamed run", r.Steps.AgentStream, tag, city+"-streamed", "", ses, ses, reqs)
+	checkOAIStateless(t, srv, r, tag, city, reqs)
 	checkOAIToolStreamHelper(t, r, tag, city)
 	a := r.Steps.AgentStream
 	if !slices.Equal(a.RunItems, []string{"tool_called", "tool_output", "message_output_created"}) ||
@@ -411,7 +416,7 @@ func checkOAIAgent(t *testing.T, srv *server, name string, a oaiAgent, tag, city
 		t.Errorf("%s: %s", name, a.Error)
 		return
 	}
-	if a.City != city || a.PreviousResponseID != prev || a.ConversationID != conv || prev+conv == "" {
+	if a.City != city || a.PreviousResponseID != prev || a.ConversationID != conv {
 		t.Errorf("%s: for city %q after %q in %q, want %q after %q in %q", name, a.City, a.PreviousResponseID, a.ConversationID, city, prev, conv)
 	}
 	toolOut := city + ": 21C and sunny (" + tag + ")"
@@ -507,6 +512,48 @@ func checkOAIAgent(t *testing.T, srv *server, name string, a oaiAgent, tag, city
 	if tp == nil || tp.ID != call.ID || tp.CallID != call.CallID || tp.Tool != "get_weather" || tp.State.Status != "completed" ||
 		tp.State.Output != toolOut || tp.State.Input["city"] != city {
 		t.Errorf("%s: the tool part of %s: %+v; want %s (call %s) completed with input city %q and output %q", name, second.ResponseID, tp, call.ID, call.CallID, city, toolOut)
+	}
+}
+
+// checkOAIStateless: the agents SDK's stateless runs (the whole
+// conversation as input each call) are turns of one new session: the
+// first run's second call hands the output to the call waiting there, the
+// next run (given the first's history) is a second turn of it; the
+// session holds the two turns and nothing twice, and the model is sent
+// each earlier prompt and answer once.
+func checkOAIStateless(t *testing.T, srv *server, r *oaiReport, tag, city string, reqs []stubmodel.Request) {
+	t.Helper()
+	a, b := r.Steps.AgentStateless, r.Steps.AgentStatelessAgain
+	session := a.Last.Conversation
+	if !isID("ses_", session) || session == r.Steps.Create.Conversation || b.Last.Conversation != session {
+		t.Errorf("stateless runs in %q then %q; want one new session", session, b.Last.Conversation)
+		return
+	}
+	checkOAIAgent(t, srv, "stateless run", a, tag, city+"-stateless", "", "", session, reqs)
+	checkOAIAgent(t, srv, "stateless run again", b, tag, city+"-stateless-again", "", "", session, reqs)
+	var ms []oaiSessionMessage
+	if err := srv.getJSON("/session/"+session+"/message", &ms); err != nil {
+		t.Error(err)
+		return
+	}
+	var roles []string
+	for _, m := range ms {
+		roles = append(roles, m.Info.Role)
+	}
+	if want := []string{"user", "assistant", "assistant", "user", "assistant", "assistant"}; !slices.Equal(roles, want) ||
+		ms[0].text() != a.Prompt || ms[3].text() != b.Prompt {
+		t.Errorf("the stateless session holds %s; want the two turns once each", oaiDump(ms))
+	}
+	q, ok := oaiRequestFor(reqs, b.Prompt)
+	if !ok {
+		t.Errorf("the stub was sent no request for %q", b.Prompt)
+		return
+	}
+	if n := oaiCount(q, "user", a.Prompt); n != 1 {
+		t.Errorf("the second stateless run's request holds the first prompt %d times, want once", n)
+	}
+	if n := oaiCount(q, "assistant", a.FinalOutput); n != 1 {
+		t.Errorf("the second stateless run's request holds the first answer %d times, want once", n)
 	}
 }
 

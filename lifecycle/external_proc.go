@@ -31,11 +31,13 @@ const (
 	defaultMaxExternal  = 16
 )
 
-// externalStartTimeout bounds initialize and session/new; cancelGrace is
-// how long a cancelled prompt may take to answer before its process is
-// killed.
+// externalStartTimeout bounds initialize and session/new (an agent run
+// through npx may download itself first, and the real `opencode acp`
+// took over a minute for session/new on a loaded machine); cancelGrace
+// is how long a cancelled prompt may take to answer before its process
+// is killed.
 const (
-	externalStartTimeout = 60 * time.Second
+	externalStartTimeout = 2 * time.Minute
 	cancelGrace          = 5 * time.Second
 )
 

@@ -42,24 +42,43 @@ func (r *runner) wait(id string) chan waitResult {
 			}
 		}
 	}
-	in, err := r.m.store.InputStatus(context.Background(), id)
-	switch {
-	case errors.Is(err, store.ErrNotFound) || (err == nil && in.SessionID != r.id):
-		ch <- waitResult{err: opencode.MessageNotFound(r.id, id)}
-	case err != nil:
-		ch <- waitResult{err: err}
-	case in.State == opencode.InputRevoked:
-		ch <- waitResult{err: revokedError(r.id, id, "before it was delivered")}
-	case in.State == opencode.InputTombstone:
-		ch <- waitResult{err: revokedError(r.id, id, "before it was admitted")}
-	default:
-		res := r.finishedResult(id, in.Answer)
-		// The turn's events went out earlier; waiting for what is published
-		// now covers them.
-		res.pos = r.m.bus.Position()
-		ch <- res
-	}
+	// A turn over (or an ID the runner does not hold): the store says
+	// which, read off the runner (its state cannot change any more). The
+	// turn's events went out earlier; waiting for what is published now
+	// covers them.
+	pos := r.m.bus.Position()
+	m, sid := r.m, r.id
+	go func() {
+		ch <- m.finished(sid, id, pos)
+	}()
 	return ch
+}
+
+// finished answers a waiter for input id of session sid whose turn is
+// not running: its answer, or why there is none.
+func (m *Manager) finished(sid, id string, pos int64) waitResult {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StoreTimeout)
+	defer cancel()
+	in, err := m.store.InputStatus(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && in.SessionID != sid):
+		return waitResult{err: opencode.MessageNotFound(sid, id)}
+	case err != nil:
+		return waitResult{err: err}
+	case in.State == opencode.InputRevoked:
+		return waitResult{err: revokedError(sid, id, "before it was delivered")}
+	case in.State == opencode.InputTombstone:
+		return waitResult{err: revokedError(sid, id, "before it was admitted")}
+	}
+	answer := in.Answer
+	if answer == "" {
+		answer = id // closed by a crash before its turn ended: the user message
+	}
+	mp, err := m.store.GetMessage(ctx, sid, answer)
+	if err != nil {
+		return waitResult{err: opencode.MessageNotFound(sid, id)}
+	}
+	return waitResult{msg: mp, pos: pos}
 }
 
 // finishedResult answers a delivered input whose turn is over with the

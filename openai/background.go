@@ -306,21 +306,3 @@ func (t *turn) checkBackground() error {
 	}
 	return nil
 }
-
-// continueBackground serves a background request of function_call_output
-// items: handed to the waiting calls as over HTTP (continue.go), and the
-// continuation recorded and answered at once.
-func (h *Handler) continueBackground(w http.ResponseWriter, r *http.Request, t *turn) {
-	ctx := r.Context()
-	sid, err := h.callsSession(ctx, t)
-	if err != nil {
-		h.WriteError(w, r, err)
-		return
-	}
-	ho, err := h.handOver(ctx, sid, t.outputs, "input", true)
-	if err != nil {
-		h.WriteError(w, r, err)
-		return
-	}
-	h.createBackground(w, r, streamSpec{in: ho.in, after: ho.after, skip: ho.skip, existed: ho.existed}, ho.sub, t.req.Stream)
-}

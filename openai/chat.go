@@ -367,7 +367,7 @@ func (h *Handler) admitChat(ctx context.Context, c *chatTurn, sid string) (*hand
 	case sid != "":
 		// One request of a session at a time here: two would store the
 		// same history twice.
-		defer h.keys.lock("chat\x00" + sid)()
+		defer h.historyLock(sid)()
 		if _, err := core.GetSession(ctx, sid); err != nil {
 			var oe *opencode.Error
 			if asNotFound(err, &oe) {

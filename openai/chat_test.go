@@ -2,7 +2,6 @@ package openai_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"reflect"
 	"strings"
@@ -197,16 +196,7 @@ func TestChatBadInput(t *testing.T) {
 				h[sessionHeader] = c.session
 			}
 			code, raw := do(t, http.MethodPost, srv.URL+"/v1/chat/completions", c.body, h)
-			var e apiError
-			if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
-				t.Fatalf("%d %s: not OpenAI's error shape", code, raw)
-			}
-			if code != c.code || e.Error.Message == "" {
-				t.Errorf("%d %s; want %d", code, raw, c.code)
-			}
-			if got := e.Error.Param; (c.param == "") != (got == nil) || (got != nil && *got != c.param) {
-				t.Errorf("param %v; want %q", got, c.param)
-			}
+			checkRefused(t, code, raw, c.code, "", c.param)
 		})
 	}
 	if n := sessions(t, srv.URL); n != before || len(srv.Model.Calls()) != calls {

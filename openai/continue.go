@@ -34,6 +34,17 @@ func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) 
 			return
 		}
 		sid = prev.SessionID
+	case sid == "" && t.conversation:
+		var err error
+		if sid, err = h.inferSession(ctx, t); err != nil {
+			h.WriteError(w, r, err)
+			return
+		}
+		if sid == "" {
+			o := t.outputs[0]
+			h.WriteError(w, r, invalid(o.param, "invalid_value", fmt.Sprintf("No tool call waits for the function call output with call_id %s: the function_call_output items that end a conversation answer the calls a turn waits on (end the input with the user's message to run a turn after them)", clip(o.callID))))
+			return
+		}
 	case sid == "":
 		h.WriteError(w, r, invalid("previous_response_id", "missing_required_parameter", "function_call_output items answer the calls of a response: give its previous_response_id (or its conversation)"))
 		return
@@ -47,9 +58,34 @@ func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) 
 			return
 		}
 	}
-	ho, err := h.handOver(ctx, sid, t.outputs, "input", t.req.Stream)
+	if t.conversation {
+		// The conversation must be the session's up to the calls: no
+		// history can be stored while the turn waits.
+		conv, err := core.Messages(ctx, sid)
+		if err != nil {
+			h.WriteError(w, r, err)
+			return
+		}
+		held := heldItems(conv, t.callIDs())
+		if len(t.history) > len(held) || !sameItems(t.history, held[:len(t.history)]) {
+			h.WriteError(w, r, conversationMismatch(sid))
+			return
+		}
+	}
+	// A background continuation's stream is recorded from the handover.
+	ho, err := h.handOver(ctx, sid, t.outputs, "input", t.req.Stream || t.req.Background)
 	if err != nil {
 		h.WriteError(w, r, err)
+		return
+	}
+	if t.conversation && t.previous == "" && t.session == "" {
+		// A stateless client's retry finds the session by them.
+		for _, o := range t.outputs {
+			h.keys.put(handedKey(o.callID), keyEntry{session: sid})
+		}
+	}
+	if t.req.Background {
+		h.createBackground(w, r, streamSpec{in: ho.in, after: ho.after, skip: ho.skip, existed: ho.existed}, ho.sub, t.req.Stream)
 		return
 	}
 	if ho.sub != nil {

@@ -27,6 +27,7 @@ type Core interface {
 	CreateSession(ctx context.Context, opts opencode.SessionOptions) (opencode.Session, bool, error)
 	GetSession(ctx context.Context, id string) (opencode.Session, error)
 	Messages(ctx context.Context, sessionID string) ([]opencode.MessageWithParts, error)
+	MessagesPage(ctx context.Context, sessionID string, q opencode.PageQuery) ([]opencode.MessageWithParts, error)
 	Inbox(ctx context.Context, sessionID string) ([]*opencode.Input, error)
 	FindInput(ctx context.Context, messageID string) (*opencode.Input, error)
 	Admit(ctx context.Context, in *opencode.Input) (*opencode.Input, bool, error)
@@ -37,7 +38,17 @@ type Core interface {
 	Events(ctx context.Context, sessionID string, after int64, limit int) ([]*opencode.Event, error)
 	Subscribe(buf int, filter func(*opencode.Event) bool) *eventbus.Subscription
 	HasModel(providerID, modelID string) bool
+	// Clustered and Owner: a WebSocket's requests for a session another
+	// instance runs are relayed there (ws_relay.go).
+	Clustered() bool
+	Owner(ctx context.Context, sessionID string) (string, error)
 	Agents() []agent.Agent
+	// Status is the sessions with a running turn (a conversation's
+	// function_call_output items find the one waiting on their calls).
+	Status() map[string]string
+	// Fork copies a session's messages before messageID into a new one
+	// (previous_response_id of a turn that is not the session's last).
+	Fork(ctx context.Context, sessionID, messageID string) (opencode.Session, error)
 	toolCore
 	chatCore
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -324,6 +325,22 @@ func TestResponseStream(t *testing.T) {
 	if len(conv) != 2 || conv[0].Info.ID != r.ID || conv[1].Info.ID != r.Output[0].ID {
 		t.Errorf("the session does not hold the response's messages under its IDs")
 	}
+	// The final response (composed from the turn's last message as the
+	// core answered it) is the one GET reads from the session.
+	var streamed struct {
+		Response map[string]any `json:"response"`
+	}
+	if err := json.Unmarshal([]byte(evs[len(evs)-1].raw), &streamed); err != nil {
+		t.Fatal(err)
+	}
+	status, body := do(t, "GET", srv.URL+"/v1/responses/"+r.ID, nil, nil)
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); status != 200 || err != nil {
+		t.Fatalf("GET: %d %s %v", status, body, err)
+	}
+	if !reflect.DeepEqual(streamed.Response, got) {
+		t.Errorf("streamed final response\n%v\nGET /v1/responses/%s\n%v", streamed.Response, r.ID, got)
+	}
 }
 
 func scriptedConfig(chunks int) scripted.Config { return scripted.Config{Chunks: chunks} }
@@ -412,7 +429,7 @@ func TestBadInput(t *testing.T) {
 		{"no input", map[string]any{"model": scriptedModel}, 400, "input"},
 		{"empty input", map[string]any{"input": ""}, 400, "input"},
 		{"input a number", map[string]any{"input": 3}, 400, "input"},
-		{"unknown item", map[string]any{"input": []any{map[string]any{"type": "reasoning", "summary": []any{}}}}, 400, "input[0].type"},
+		{"unknown item", map[string]any{"input": []any{map[string]any{"type": "item_reference", "id": "msg_1"}}}, 400, "input[0].type"},
 		{"unknown role", map[string]any{"input": []any{map[string]any{"role": "robot", "content": "hi"}}}, 400, "input[0].role"},
 		{"image part", map[string]any{"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "x"}}}}}, 400, "input[0].content[0].type"},
 		{"only system", map[string]any{"input": []any{map[string]any{"role": "system", "content": "be"}}}, 400, "input"},
@@ -436,16 +453,7 @@ func TestBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", c.body, nil)
-			var e apiError
-			if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
-				t.Fatalf("%d %s: not OpenAI's error shape", code, raw)
-			}
-			if code != c.code || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
-				t.Errorf("%d %s; want %d invalid_request_error", code, raw, c.code)
-			}
-			if got := e.Error.Param; (c.param == "") != (got == nil) || (got != nil && *got != c.param) {
-				t.Errorf("param %v; want %q", got, c.param)
-			}
+			checkRefused(t, code, raw, c.code, "invalid_request_error", c.param)
 		})
 	}
 	if n := sessions(t, srv.URL); n != 0 || len(srv.Model.Calls()) != 0 {
@@ -702,5 +710,21 @@ func TestCancel(t *testing.T) {
 	}
 	if code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses/msg_ffffffffffffffffffffffffff/cancel", nil, nil); code != 404 {
 		t.Errorf("cancel an unknown response: %d %s", code, raw)
+	}
+}
+
+// checkRefused checks a refusal is OpenAI's error shape with the status,
+// the error type (typ, if set) and the param (none for "") expected.
+func checkRefused(t *testing.T, code int, raw []byte, wantCode int, typ, param string) {
+	t.Helper()
+	var e apiError
+	if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
+		t.Fatalf("%d %s: not OpenAI's error shape", code, raw)
+	}
+	if code != wantCode || (typ != "" && e.Error.Type != typ) || e.Error.Message == "" {
+		t.Errorf("%d %s; want %d %s", code, raw, wantCode, typ)
+	}
+	if got := e.Error.Param; (param == "") != (got == nil) || (got != nil && *got != param) {
+		t.Errorf("param %v; want %q (%s)", got, param, raw)
 	}
 }

@@ -40,9 +40,14 @@ type inputItem struct {
 	Type    string          `json:"type"`
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
-	// CallID and Output are a function_call_output item's.
-	CallID string          `json:"call_id"`
-	Output json.RawMessage `json:"output"`
+	// CallID and Output are a function_call_output item's; CallID, Name
+	// and Arguments a function_call's.
+	CallID    string          `json:"call_id"`
+	Output    json.RawMessage `json:"output"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	// ID is the item's ID as the client gives it.
+	ID string `json:"id"`
 }
 
 // contentPart is one part of a message's content list.
@@ -97,6 +102,10 @@ type turn struct {
 	session  string // the conversation's session ("": from previous_response_id, or new)
 	previous string
 	calls    // the function tools, and the function_call_output items
+	// conversation: the input is a whole conversation (history.go), whose
+	// earlier part is history.
+	conversation bool
+	history      []convItem
 	// variant and summary are the request's reasoning (reasoning.go).
 	variant, summary string
 }
@@ -152,6 +161,9 @@ func (h *Handler) decodeRequest(body []byte) (*turn, error) {
 		return nil, notFound("previous_response_id", "previous_response_not_found", fmt.Sprintf("Previous response with id '%s' not found.", clip(req.PreviousResponseID)))
 	}
 	t.session, t.previous = conv, req.PreviousResponseID
+	if t.conversation && req.Delivery == "steer" {
+		return nil, invalid("input", "unsupported_value", "a steer is user input: a conversation (assistant, function_call items) goes in a request without delivery steer")
+	}
 	if err := t.checkDelivery(); err != nil {
 		return nil, err
 	}
@@ -179,6 +191,9 @@ func (t *turn) decodeInput() error {
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return invalid("input", "invalid_type", "input must be a string or a list of input items")
 	}
+	if isConversation(items) {
+		return t.decodeConversation(items)
+	}
 	var system []string
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
@@ -192,8 +207,11 @@ func (t *turn) decodeInput() error {
 			}
 			continue
 		}
+		if typ == "reasoning" {
+			continue // dropped (history.go)
+		}
 		if typ != "message" {
-			return invalid(param+".type", "unsupported_value", fmt.Sprintf("input items of type %q are not supported yet: send message items", clip(typ)))
+			return invalid(param+".type", "unsupported_value", fmt.Sprintf("input items of type %q are not supported: send message, function_call, function_call_output and reasoning items", clip(typ)))
 		}
 		texts, err := contentTexts(it.Content, param+".content")
 		if err != nil {
@@ -204,8 +222,6 @@ func (t *turn) decodeInput() error {
 			t.texts = append(t.texts, texts...)
 		case "system", "developer":
 			system = append(system, texts...)
-		case "assistant":
-			return invalid(param+".role", "unsupported_value", "assistant messages in input are not supported yet: continue a conversation with previous_response_id or conversation, whose turns the server holds")
 		default:
 			return invalid(param+".role", "invalid_value", fmt.Sprintf("role %q is not one of user, system, developer", clip(it.Role)))
 		}

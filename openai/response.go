@@ -2,6 +2,7 @@ package openai
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/opencode-server/opencode-server/opencode"
@@ -159,16 +160,16 @@ func (h *Handler) buildAt(ctx context.Context, in *opencode.Input, after string)
 	if in.State != opencode.InputDelivered {
 		return r, nil
 	}
-	conv, err := h.o.Core.Messages(ctx, in.SessionID)
+	// Only the messages after the response's user message: a turn's
+	// steps follow its input, and a long session is not read whole for
+	// each response.
+	conv, err := h.o.Core.MessagesPage(ctx, in.SessionID, opencode.PageQuery{Anchor: in.ID})
+	shown := true
+	if oe := (*opencode.Error)(nil); errors.As(err, &oe) && oe.Code == opencode.EInvalid {
+		conv, err, shown = nil, nil, false // the input is not a message of the session (yet)
+	}
 	if err != nil {
 		return nil, err
-	}
-	start := -1
-	for i, m := range conv {
-		if m.Info.ID == in.ID {
-			start = i
-			break
-		}
 	}
 	// The turn's steps: from its first assistant message (whose parent is
 	// the response's user message; one before it is an earlier turn's, the
@@ -180,9 +181,9 @@ func (h *Handler) buildAt(ctx context.Context, in *opencode.Input, after string)
 	// successor's, the response whose ID is the steer's.
 	var steps []opencode.MessageWithParts
 	steered := false
-	if start >= 0 && in.Answer != in.ID {
+	if shown && in.Answer != in.ID {
 		begun := false
-		for _, m := range conv[start+1:] {
+		for _, m := range conv {
 			if m.Info.Role != opencode.Assistant {
 				if steered, err = h.steeredBy(ctx, in, m.Info.ID); err != nil {
 					return nil, err
@@ -202,6 +203,14 @@ func (h *Handler) buildAt(ctx context.Context, in *opencode.Input, after string)
 			}
 		}
 	}
+	return h.compose(ctx, r, in, conv, steps, steered, after)
+}
+
+// compose completes response r of input in's turn from its steps (the
+// turn's assistant messages so far, up to a steer that ended it: steered)
+// and, for a continuation (after), the conversation holding after.
+func (h *Handler) compose(ctx context.Context, r *Response, in *opencode.Input, conv, steps []opencode.MessageWithParts,
+	steered bool, after string) (*Response, error) {
 	names := clientNames(in)
 	steps, prev, cut, ok := segment(steps, names, in.ID, after)
 	if !ok {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/opencode-server/opencode-server/eventbus"
@@ -42,10 +43,6 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	}
 	if t.req.Delivery == "steer" {
 		h.createSteer(w, r, t, key)
-		return
-	}
-	if len(t.outputs) > 0 && t.req.Background {
-		h.continueBackground(w, r, t)
 		return
 	}
 	if len(t.outputs) > 0 {
@@ -191,7 +188,12 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 	}
 	core := h.o.Core
 	sid := t.session
-	if t.previous != "" {
+	// fork: previous_response_id is a response whose turn is not the
+	// session's last: the session is forked at the message after that
+	// turn. inferred: a conversation's session found by what it holds.
+	fork, inferred := "", false
+	switch {
+	case t.previous != "":
 		prev, _, err := h.locate(ctx, t.previous)
 		if err != nil {
 			var oe *opencode.Error
@@ -201,7 +203,10 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 			return nil, false, nil, err
 		}
 		sid = prev.SessionID
-	} else if sid != "" {
+		if fork, err = h.forkPoint(ctx, prev); err != nil {
+			return nil, false, nil, err
+		}
+	case sid != "":
 		if _, err := core.GetSession(ctx, sid); err != nil {
 			var oe *opencode.Error
 			if asNotFound(err, &oe) {
@@ -209,27 +214,103 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 			}
 			return nil, false, nil, err
 		}
+	case t.conversation:
+		var err error
+		if sid, err = h.inferSession(ctx, t); err != nil {
+			return nil, false, nil, err
+		}
+		inferred = sid != ""
 	}
 	id := ""
 	if key != "" {
 		if e, ok := h.keys.get(key); ok {
-			if sid != "" && e.session != sid {
+			if sid != "" && e.session != sid && fork == "" && !inferred {
 				return nil, false, nil, &fieldError{&opencode.Error{Code: opencode.EConflict, Message: "this Idempotency-Key was sent before with a request on another conversation"}, "", "idempotency_key_reused"}
 			}
-			sid, id = e.session, e.message
-		} else if sid != "" {
+			// A retry of a request that forked is the fork's: not forked
+			// again.
+			sid, id, fork = e.session, e.message, ""
+		} else if sid != "" && fork == "" {
 			var err error
 			if id, err = h.keyed(ctx, sid, key); err != nil {
 				return nil, false, nil, err
 			}
 		}
 	}
-	created := sid == ""
-	if created {
-		sid = h.o.IDs.NewSession()
+	created := false
+	if fork != "" {
+		s, err := core.Fork(ctx, sid, fork)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		sid, created = s.ID, true
+	}
+	var fresh []convItem
+	last := "" // the session's last message: history follows it
+	if t.conversation && id == "" {
+		var conv []opencode.MessageWithParts
+		if sid != "" {
+			// One conversation of a session at a time: two would store
+			// the same history twice.
+			defer h.historyLock(sid)()
+			var err error
+			if conv, err = core.Messages(ctx, sid); err != nil {
+				if created {
+					h.dropSession(ctx, sid)
+				}
+				return nil, false, nil, err
+			}
+		}
+		if n := len(conv); n > 0 {
+			last = conv[n-1].Info.ID
+		}
+		var retry string
+		var ok bool
+		switch fresh, retry, ok = t.matchHistory(conv); {
+		case !ok && inferred:
+			// A conversation that left the session its IDs name (the
+			// client edited it): a new session holds it.
+			sid, fresh, last = "", t.history, ""
+		case !ok:
+			if created {
+				h.dropSession(ctx, sid)
+			}
+			return nil, false, nil, conversationMismatch(sid)
+		case sid != "" && retry == "":
+			if err := h.checkWaiting(ctx, sid, t); err != nil {
+				if created {
+					h.dropSession(ctx, sid)
+				}
+				return nil, false, nil, err
+			}
+		case retry != "":
+			// The conversation re-sent up to a user message the session
+			// holds: that message's turn answers.
+			if created {
+				h.dropSession(ctx, sid)
+			}
+			in, err := h.find(ctx, retry)
+			if err != nil {
+				return nil, false, nil, err
+			}
+			var sub *eventbus.Subscription
+			if t.req.Stream {
+				sub = core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == in.SessionID && wanted(e) })
+			}
+			return in, true, sub, nil
+		}
+	}
+	if sid == "" {
+		sid, created = h.o.IDs.NewSession(), true
 		if _, _, err := core.CreateSession(ctx, opencode.SessionOptions{ID: sid, Minted: true, Directory: h.o.Directory}); err != nil {
 			return nil, false, nil, err
 		}
+	}
+	if err := h.storeHistory(ctx, sid, fresh, last); err != nil {
+		if created {
+			h.dropSession(ctx, sid)
+		}
+		return nil, false, nil, err
 	}
 	minted := id == ""
 	if minted {
@@ -260,6 +341,26 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 		h.keys.put(key, keyEntry{session: sid, message: id})
 	}
 	return in, existed, sub, nil
+}
+
+// forkPoint is where previous_response_id's session is forked: the
+// message after the turn of prev (the response's input) when that turn
+// has ended and is not the session's last ("" : the session goes on at
+// its end, as for a turn still queued, running or waiting on client
+// calls: the new input queues behind it).
+func (h *Handler) forkPoint(ctx context.Context, prev *opencode.Input) (string, error) {
+	if prev.State != opencode.InputDelivered || prev.Answer == "" {
+		return "", nil
+	}
+	conv, err := h.o.Core.Messages(ctx, prev.SessionID)
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(conv, func(m opencode.MessageWithParts) bool { return m.Info.ID == prev.Answer })
+	if i < 0 || i+1 >= len(conv) {
+		return "", nil
+	}
+	return conv[i+1].Info.ID, nil
 }
 
 // keyed finds the user message a session holds under an Idempotency-Key

@@ -89,6 +89,14 @@ type streamer struct {
 	// with the steer's ID (the WebSocket answers the steer first).
 	settle func(steer string)
 	last   int64 // the last durable event's sequence mapped
+	// steps are the assistant messages of the turn whose steps began
+	// while the response was mapped.
+	steps []string
+	// hold: more events are at hand; written, they are flushed together.
+	hold bool
+	// dropped: the bus cut the subscription off (it fell behind); the
+	// rest of the turn is read from the log.
+	dropped bool
 	// items are the output items in order, by message ID in byMsg.
 	items []*itemStream
 	byMsg map[string]*itemStream
@@ -121,7 +129,15 @@ func (s *streamer) write(typ string, v any) {
 		s.err = err
 		return
 	}
-	if _, s.err = s.w.Write([]byte("event: " + typ + "\ndata: " + string(b) + "\n\n")); s.err == nil {
+	if _, s.err = s.w.Write([]byte("event: " + typ + "\ndata: " + string(b) + "\n\n")); s.err == nil && !s.hold {
+		s.err = s.rc.Flush()
+	}
+}
+
+// flush sends what the held writes left buffered.
+func (s *streamer) flush() {
+	s.hold = false
+	if s.err == nil && s.w != nil {
 		s.err = s.rc.Flush()
 	}
 }
@@ -243,6 +259,8 @@ func (s *streamer) add(e *opencode.Event, replay bool) {
 		return
 	}
 	switch e.Type {
+	case opencode.EvStepStarted:
+		s.steps = append(s.steps, data[opencode.StepStarted](e).AssistantMessageID)
 	case opencode.EvTextStarted:
 		p := data[opencode.TextStarted](e)
 		s.startText(p.TextID, p.AssistantMessageID, replay)
@@ -289,6 +307,7 @@ func (s *streamer) drain(sub *eventbus.Subscription) {
 		select {
 		case e, ok := <-sub.C:
 			if !ok {
+				s.dropped = true
 				return
 			}
 			s.add(e, false)
@@ -356,11 +375,16 @@ func (h *Handler) follow(ctx context.Context, s *streamer, sp streamSpec, sub *e
 
 	// The turn's end: the core answers Wait once the turn's events are
 	// committed and published.
-	ended := make(chan error, 1)
+	type waited struct {
+		res opencode.Result
+		err error
+	}
+	ended := make(chan waited, 1)
 	go func() {
-		_, err := core.Wait(ctx, in.SessionID, in.ID)
-		ended <- err
+		res, err := core.Wait(ctx, in.SessionID, in.ID)
+		ended <- waited{res, err}
 	}()
+	var end *waited
 	if s.last == 0 {
 		// What the log holds before the admission is not this response's
 		// (a successor starts where its predecessor's stream stopped).
@@ -380,9 +404,11 @@ loop:
 		select {
 		case e, ok := <-live:
 			if !ok {
-				live = nil // fell behind: the log has the rest once the turn ends
+				live, s.dropped = nil, true // fell behind: the log has the rest once the turn ends
 				continue
 			}
+			// Events already queued go out in one flush.
+			s.hold = len(live) > 0
 			s.add(e, false)
 			sub.Ack(e.Pos)
 		case ids := <-waiting:
@@ -392,7 +418,8 @@ loop:
 			if s.handed(ids) {
 				break loop
 			}
-		case <-ended:
+		case w := <-ended:
+			end = &w
 			break loop
 		case <-heartbeat.C:
 			// A comment keeps proxies from closing a quiet stream; the
@@ -408,6 +435,9 @@ loop:
 			return false
 		}
 	}
+	if s.hold {
+		s.flush()
+	}
 	if s.err != nil {
 		if !errors.Is(s.err, context.Canceled) {
 			h.o.Logger.Debug("openai: the client left the stream", "response", in.ID, "err", s.err)
@@ -415,15 +445,35 @@ loop:
 		return false
 	}
 	s.drain(sub)
-	if err := s.readLog(ctx, core, in.SessionID); err != nil {
-		h.o.Logger.Warn("openai: the session's log could not be read", "session", in.SessionID, "err", err)
+	// The core answers Wait once the turn's events are on the bus, so a
+	// subscription that kept up has them all.
+	if s.dropped {
+		if err := s.readLog(ctx, core, in.SessionID); err != nil {
+			h.o.Logger.Warn("openai: the session's log could not be read", "session", in.SessionID, "err", err)
+		}
 	}
 	s.endReasonings()
 	for _, it := range s.items {
 		s.endItem(it)
 	}
 	s.endCalls()
-	final, err := h.final(ctx, in.ID, after)
+	var final *Response
+	var err error
+	var last *opencode.MessageWithParts
+	if end != nil && end.err == nil && end.res.Message.Info.ID != "" {
+		last = &end.res.Message
+	}
+	if last != nil && !existed && !s.dropped && after == "" && s.successor == "" &&
+		len(s.steps) == 1 && s.steps[0] == last.Info.ID {
+		// A turn of one step that ended: the core answered its message as
+		// committed, so the response is composed from it without reading
+		// the session again.
+		done := *in
+		done.State, done.Answer = opencode.InputDelivered, last.Info.ID
+		final, err = h.compose(ctx, header(&done), &done, nil, []opencode.MessageWithParts{*last}, false, "")
+	} else {
+		final, err = h.final(ctx, in.ID, after)
+	}
 	if err != nil {
 		h.o.Logger.Warn("openai: the response could not be read", "response", start.ID, "err", err)
 		final = start

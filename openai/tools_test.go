@@ -284,7 +284,7 @@ func TestFunctionToolBadInput(t *testing.T) {
 		{"no call_id", map[string]any{"previous_response_id": first.ID, "input": []any{map[string]any{"type": "function_call_output", "output": "x"}}}, 400, "input[0].call_id"},
 		{"output an object", map[string]any{"previous_response_id": first.ID, "input": []any{map[string]any{"type": "function_call_output", "call_id": callID, "output": map[string]any{"a": 1}}}}, 400, "input[0].output"},
 		{"answered twice", map[string]any{"previous_response_id": first.ID, "input": []any{output(callID), output(callID)}}, 400, "input[1].call_id"},
-		{"with a user message", map[string]any{"previous_response_id": first.ID, "input": []any{output(callID), map[string]any{"role": "user", "content": "and?"}}}, 400, "input"},
+		{"with a user message", map[string]any{"previous_response_id": first.ID, "input": []any{output(callID), map[string]any{"role": "user", "content": "and?"}}}, 400, "input[0].call_id"},
 		{"hosted tool", map[string]any{"input": "hi", "tools": []any{map[string]any{"type": "file_search"}}}, 400, "tools[0].type"},
 		{"tool without a name", map[string]any{"input": "hi", "tools": []any{map[string]any{"type": "function"}}}, 400, "tools[0].name"},
 		{"tool_choice required", map[string]any{"input": "hi", "tools": weatherToolJSON, "tool_choice": "required"}, 400, "tool_choice"},
@@ -296,16 +296,7 @@ func TestFunctionToolBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", c.body, nil)
-			var e apiError
-			if err := json.Unmarshal(raw, &e); err != nil || e.Error == nil {
-				t.Fatalf("%d %s: not OpenAI's error shape", code, raw)
-			}
-			if code != c.code || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
-				t.Errorf("%d %s; want %d invalid_request_error", code, raw, c.code)
-			}
-			if got := e.Error.Param; got == nil || *got != c.param {
-				t.Errorf("param %v; want %q (%s)", got, c.param, raw)
-			}
+			checkRefused(t, code, raw, c.code, "invalid_request_error", c.param)
 		})
 	}
 	if n, m := sessions(t, srv.URL), len(stub.Requests()); n != sessionsBefore || m != calls {

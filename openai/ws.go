@@ -59,6 +59,12 @@ type socket struct {
 	// goes out before its steer's answer.
 	acks   map[string]chan struct{}
 	active int
+	// ups are this socket's sockets to other instances of a cluster
+	// (ws_relay.go), by address; auth is the client's Authorization, sent
+	// on; forwarded: this socket is another instance's relay, served here.
+	ups       map[string]*websocket.Conn
+	auth      string
+	forwarded bool
 }
 
 type chain struct {
@@ -87,7 +93,8 @@ func (h *Handler) Connect(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(maxBody)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &socket{h: h, ws: ws, ctx: ctx, cancel: cancel, out: make(chan []byte, wsQueue),
-		chains: map[string]*chain{}, acks: map[string]chan struct{}{}}
+		chains: map[string]*chain{}, acks: map[string]chan struct{}{},
+		auth: r.Header.Get("Authorization"), forwarded: r.Header.Get(opencode.ForwardedHeader) != ""}
 	c.serve()
 }
 
@@ -113,6 +120,7 @@ func (c *socket) serve() {
 		}
 		c.handle(typ, data)
 	}
+	c.closeUpstreams()
 	c.cancel()
 	c.wg.Wait()
 }
@@ -226,6 +234,9 @@ func (c *socket) handle(typ websocket.MessageType, data []byte) {
 			c.fail("", invalid("stream_id", "invalid_value", "stream_id must be 1-256 ASCII letters, digits, underscores, hyphens or periods"))
 			return
 		}
+	}
+	if env.Type != nil && c.relayed(*env.Type, data, lane) {
+		return
 	}
 	switch {
 	case env.Type == nil:

@@ -108,6 +108,11 @@ func (c *socket) pendIfHanded(ch *chain, in *opencode.Input, target string) {
 // assistant message that made the calls; a steer delivered at its first
 // model call steers it, and its successor follows on the lane.
 func (c *socket) continueCalls(t *turn, lane string) {
+	if t.conversation {
+		c.release()
+		c.fail(lane, invalid("input", "unsupported_value", "over the WebSocket, function_call_output items go alone, with the previous_response_id of the response whose calls they answer (or its conversation): send a whole conversation with POST /v1/responses"))
+		return
+	}
 	sid, err := c.h.callsSession(c.ctx, t)
 	var ho *handed
 	if err == nil {

@@ -76,3 +76,8 @@ type Todo struct {
 	Status   string `json:"status"`
 	Priority string `json:"priority"`
 }
+
+// ForwardedHeader marks a request one instance of a cluster sends another
+// for a session the receiver runs: the receiver serves it itself (no
+// forwarding loops while ownership moves).
+const ForwardedHeader = "X-Opencode-Server-Forwarded"

@@ -54,6 +54,11 @@ type Core interface {
 	// (scale-out), "" when this instance serves it.
 	Owner(ctx context.Context, sessionID string) (string, error)
 	// Clustered: other instances may run sessions (Owner can be non-empty).
+	// FindInput and MessageSession find the session of an OpenAI
+	// response ID (an input, or a continuation's assistant message), to
+	// forward a request about it to the session's owner.
+	FindInput(ctx context.Context, messageID string) (*opencode.Input, error)
+	MessageSession(ctx context.Context, messageID string) (string, error)
 	Clustered() bool
 	// AskSession is the session of a permission or question request
 	// another instance asked ("" if none).

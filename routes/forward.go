@@ -2,6 +2,7 @@ package routes
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -25,7 +26,7 @@ import (
 
 // forwardedHeader marks a forwarded request: its receiver serves it
 // itself (no forwarding loops while ownership moves).
-const forwardedHeader = "X-Opencode-Server-Forwarded"
+const forwardedHeader = opencode.ForwardedHeader
 
 var forwardClient = &http.Transport{
 	Proxy:               nil,
@@ -105,8 +106,8 @@ func (s *Server) mint(field string, body []byte) []byte {
 	return out
 }
 
-// aguiMaxBody is the AG-UI front door's body limit (agui's maxBody): a
-// larger run is not looked into, and the handler refuses it.
+// aguiMaxBody is the AG-UI and OpenAI front doors' body limit (their
+// maxBody): a larger run is not looked into, and the handler refuses it.
 const aguiMaxBody = 32 << 20
 
 // bodySession is the session of the two POSTs that name it only in their
@@ -114,17 +115,22 @@ const aguiMaxBody = 32 << 20
 // aggregateID). The body is kept for the handler. A request for a session
 // another instance runs is forwarded there, as the session routes are.
 func namesSessionInBody(r *http.Request) bool {
-	return r.Method == http.MethodPost && (r.URL.Path == "/agui" || r.URL.Path == "/sync/replay")
+	return r.Method == http.MethodPost && (r.URL.Path == "/agui" || r.URL.Path == "/sync/replay" || r.URL.Path == "/v1/responses")
+}
+
+// bodyLimit is the body limit of the handler a request is for.
+func bodyLimit(r *http.Request) int64 {
+	if r.URL.Path == "/agui" || strings.HasPrefix(r.URL.Path, "/agui/") || strings.HasPrefix(r.URL.Path, "/v1/") {
+		return aguiMaxBody
+	}
+	return maxBody
 }
 
 func bodySession(r *http.Request) (string, bool) {
 	if !namesSessionInBody(r) {
 		return "", false
 	}
-	limit := int64(maxBody)
-	if r.URL.Path == "/agui" {
-		limit = aguiMaxBody
-	}
+	limit := bodyLimit(r)
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	r.Body = struct {
 		io.Reader
@@ -138,27 +144,83 @@ func bodySession(r *http.Request) (string, bool) {
 		Events   []struct {
 			AggregateID string `json:"aggregateID"`
 		} `json:"events"`
+		// An OpenAI response names its session directly or by the
+		// response it follows.
+		Conversation json.RawMessage `json:"conversation"`
+		Previous     string          `json:"previous_response_id"`
 	}
 	if json.Unmarshal(body, &p) != nil {
 		return "", false // the handler answers what is wrong with it
 	}
 	id := p.ThreadID
-	if r.URL.Path == "/sync/replay" {
+	switch r.URL.Path {
+	case "/sync/replay":
 		id = ""
 		if len(p.Events) > 0 {
 			id = p.Events[0].AggregateID
+		}
+	case "/v1/responses":
+		var conv struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(p.Conversation, &id) != nil && json.Unmarshal(p.Conversation, &conv) == nil {
+			id = conv.ID
+		}
+		if id == "" && p.Previous != "" {
+			return p.Previous, strings.HasPrefix(p.Previous, "msg_")
 		}
 	}
 	return id, strings.HasPrefix(id, "ses_")
 }
 
+// openaiSession is the session of an OpenAI door request that must be
+// served by the session's owner: a chat completion naming its session
+// (the OpenCode-Session header), a response's cancel or deletion, a
+// response streamed again live (its turn's end is the runner's answer).
+// A new response naming its session or previous response is read from
+// the body (bodySession). Other reads are served from the shared store.
+func (s *Server) openaiSession(r *http.Request) (string, bool) {
+	p := r.URL.Path
+	if p == "/v1/chat/completions" && r.Method == http.MethodPost {
+		id := r.Header.Get("OpenCode-Session")
+		return id, strings.HasPrefix(id, "ses_")
+	}
+	rest, ok := strings.CutPrefix(p, "/v1/responses/")
+	if !ok {
+		return "", false
+	}
+	id, tail, _ := strings.Cut(rest, "/")
+	switch {
+	case r.Method == http.MethodPost && tail == "cancel", r.Method == http.MethodDelete && tail == "",
+		r.Method == http.MethodGet && tail == "" && r.URL.Query().Get("stream") == "true":
+		return id, strings.HasPrefix(id, "msg_")
+	}
+	return "", false
+}
+
+// responseSession is the session of an OpenAI response ID: the input it
+// names (a queued one too), or the assistant message a continuation is
+// named by. ok is false when there is none: the handler answers the 404.
+func (s *Server) responseSession(ctx context.Context, id string) (string, bool) {
+	if in, err := s.m.FindInput(ctx, id); err == nil {
+		return in.SessionID, true
+	}
+	sid, err := s.m.MessageSession(ctx, id)
+	return sid, err == nil
+}
+
 func (s *Server) forward(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := s.sessionOf(r)
-		if !ok && namesSessionInBody(r) && r.Header.Get(forwardedHeader) == "" && s.m.Clustered() {
-			// Only a cluster reads the body here: alone, the handler's
-			// own decode is the only one.
-			id, ok = bodySession(r)
+		if !ok && (namesSessionInBody(r) || strings.HasPrefix(r.URL.Path, "/v1/")) && r.Header.Get(forwardedHeader) == "" && s.m.Clustered() {
+			// Only a cluster looks further: alone, the handler's own
+			// decode is the only one.
+			if id, ok = s.openaiSession(r); !ok && namesSessionInBody(r) {
+				id, ok = bodySession(r)
+			}
+			if ok && strings.HasPrefix(id, "msg_") {
+				id, ok = s.responseSession(r.Context(), id)
+			}
 		}
 		if !ok || r.Header.Get(forwardedHeader) != "" {
 			next.ServeHTTP(w, r)
@@ -169,13 +231,19 @@ func (s *Server) forward(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, bodyLimit(r)))
 		if err != nil {
-			writeError(w, r, familyOf(r), s.log, &opencode.Error{Code: opencode.ETooLarge, Kind: "Payload",
+			s.refuse(w, r, &opencode.Error{Code: opencode.ETooLarge, Kind: "Payload",
 				Message: "request body unreadable or too large: " + err.Error()})
 			return
 		}
 		body = s.mint(mintField(r), body)
+		if r.URL.Path == "/v1/responses" && r.Header.Get("Idempotency-Key") == "" {
+			// Sent again to the next owner if this one dies before
+			// answering, a response is admitted once: the key is kept
+			// with its user message.
+			r.Header.Set("Idempotency-Key", "forwarded-"+s.ids.NewMessage())
+		}
 		window := s.cfg.ForwardWindow
 		if window <= 0 {
 			window = 5 * time.Second
@@ -188,7 +256,7 @@ func (s *Server) forward(next http.Handler) http.Handler {
 			}
 			s.log.Warn("forward to the session's owner failed", "session", id, "owner", addr, "err", err)
 			if time.Now().After(deadline) || r.Context().Err() != nil {
-				writeError(w, r, familyOf(r), s.log, &opencode.Error{Code: opencode.EUnavailable, SessionID: id,
+				s.refuse(w, r, &opencode.Error{Code: opencode.EUnavailable, SessionID: id,
 					Message: "The instance running session " + id + " does not answer; retry the request", Cause: err})
 				return
 			}
@@ -240,11 +308,4 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr string, body
 	r2.Header.Del("Content-Length")
 	rp.ServeHTTP(w, r2)
 	return failed
-}
-
-func familyOf(r *http.Request) family {
-	if isV2(r) {
-		return v2
-	}
-	return v1
 }

@@ -81,7 +81,7 @@ func main() {
 	flag.IntVar(&o.chunks, "chunks", 5, "stub model: streamed chunks per reply")
 	flag.DurationVar(&o.delay, "delay", 0, "stub model: delay before each chunk")
 	flag.IntVar(&o.pid, "pid", 0, "server pid: sample its RSS from /proc/<pid>/status")
-	flag.StringVar(&o.scenarios, "scenarios", "seq,conc,fanout,rss,admit,history", "scenarios to run (comma list): seq conc fanout rss admit history scale ext big")
+	flag.StringVar(&o.scenarios, "scenarios", "seq,conc,fanout,rss,admit,history", "scenarios to run (comma list): seq conc fanout rss admit history scale ext big openai")
 	flag.StringVar(&o.label, "label", "", "label for the summary")
 	flag.IntVar(&o.warmup, "warmup", 1, "warm-up prompts (new session each) before measuring")
 	flag.IntVar(&o.n, "n", 50, "seq: prompts per sequential series (new session each; same session)")
@@ -332,6 +332,11 @@ func (b *bench) run() error {
 	}
 	if b.has("big") {
 		if err := b.big(); err != nil {
+			return err
+		}
+	}
+	if b.has("openai") {
+		if err := b.openaiScenario(); err != nil {
 			return err
 		}
 	}

@@ -134,7 +134,7 @@ const streamed = await step('stream', async (out) => {
 // 3. The SDK's stream helper, which rebuilds the response from the events
 // and throws on any that do not fit (an item it was not told of, a
 // completed response that lost one): its final response must be ours.
-await step('streamHelper', async (out) => {
+const helper = await step('streamHelper', async (out) => {
   const s = client.responses.stream({ model: agentName, input: `third ${tag}`, previous_response_id: streamed.completed?.id });
   out.types = [];
   s.on('event', (ev) => out.types.push(ev.type));
@@ -239,13 +239,16 @@ const agent = new Agent({ name: 'Weather', instructions, model: agentName, tools
 // for where, in the session that keeps the conversation (the SDK's
 // previousResponseId or conversationId, as session gives); streamed, it
 // keeps what the stream handed over.
-async function agentRun(out, where, session, stream) {
+async function agentRun(out, where, session, stream, history) {
   toolCalls = [];
   const prompt = `call:get_weather {"city":${JSON.stringify(where)}} what is the weather in ${where}?`;
   Object.assign(out, { prompt, instructions, city: where, previousResponseId: '', conversationId: '' }, session);
+  // Stateless (no previousResponseId, no conversationId), a next run is
+  // given the conversation so far: the SDK sends all of it each call.
+  const input = history ? [...history, { type: 'message', role: 'user', content: prompt }] : prompt;
   let result;
   if (stream) {
-    result = await run(agent, prompt, { ...session, stream: true });
+    result = await run(agent, input, { ...session, stream: true });
     out.runItems = [];
     out.modelEvents = [];
     out.textDeltas = '';
@@ -257,8 +260,9 @@ async function agentRun(out, where, session, stream) {
     await result.completed;
     if (result.error) throw result.error;
   } else {
-    result = await run(agent, prompt, session);
+    result = await run(agent, input, session);
   }
+  out.history = result.history;
   out.finalOutput = result.finalOutput;
   out.lastResponseId = result.lastResponseId ?? '';
   out.rawResponses = result.rawResponses.map((r) => ({
@@ -272,10 +276,21 @@ async function agentRun(out, where, session, stream) {
   return out;
 }
 
-// The run continues the streamed response; the streamed run names the
-// session as its conversation.
-await step('agent', (out) => agentRun(out, city, { previousResponseId: streamed.completed?.id }, false));
+// The run continues the session's last response (an earlier one would
+// fork the session); the streamed run names the session as its
+// conversation.
+await step('agent', (out) => agentRun(out, city, { previousResponseId: helper.final?.id }, false));
 await step('agentStream', (out) => agentRun(out, `${city}-streamed`, { conversationId: first.conversation }, true));
+
+// The SDK's default, stateless mode: neither previousResponseId nor
+// conversationId, so each model call sends the whole conversation as
+// input (the prompt, then the function_call item and its output with it).
+// The door finds the session by what the input holds (the call waiting
+// there; our assistant message's msg_ ID) and stores nothing twice; the
+// next run is given the first one's history and one more prompt.
+const stateless = await step('agentStateless', (out) => agentRun(out, `${city}-stateless`, {}, false));
+await step('agentStatelessAgain', (out) => agentRun(out, `${city}-stateless-again`, {}, false, stateless.history ?? []));
+for (const name of ['agent', 'agentStream', 'agentStateless', 'agentStatelessAgain']) delete report.steps[name]?.history;
 
 // 8. A function tool round trip through the openai package's stream
 // helper (its accumulator checks the function_call item's events too): the
