@@ -486,13 +486,25 @@ func sameEntries(a, b []entry) bool {
 func answer(r *Response) chatChoice {
 	text := answerText(r)
 	out := chatOut{Role: "assistant", Content: &text, Annotations: []struct{}{}}
+	var thoughts []string
 	for _, it := range r.Output {
+		if it.reasoning != nil {
+			for _, st := range it.reasoning.Summary {
+				if st.Text != "" {
+					thoughts = append(thoughts, st.Text)
+				}
+			}
+		}
 		if it.call != nil {
 			var tc chatCall
 			tc.ID, tc.Type = it.call.CallID, "function"
 			tc.Function.Name, tc.Function.Arguments = it.call.Name, it.call.Arguments
 			out.ToolCalls = append(out.ToolCalls, tc)
 		}
+	}
+	if len(thoughts) > 0 {
+		rc := strings.Join(thoughts, textSep)
+		out.ReasoningContent = &rc
 	}
 	finish := "stop"
 	if len(out.ToolCalls) > 0 {

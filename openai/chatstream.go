@@ -30,6 +30,9 @@ type chatOut struct {
 	Refusal     *string    `json:"refusal"`
 	Annotations []struct{} `json:"annotations"`
 	ToolCalls   []chatCall `json:"tool_calls,omitempty"`
+	// ReasoningContent is the turn's reasoning (the de facto field of
+	// DeepSeek's and vLLM's chat APIs; OpenAI's has none).
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
 }
 
 // chatUsage is usage in chat completions' fields.
@@ -73,9 +76,10 @@ type chunkChoice struct {
 }
 
 type chunkDelta struct {
-	Role      string     `json:"role,omitempty"`
-	Content   *string    `json:"content,omitempty"`
-	ToolCalls []chatCall `json:"tool_calls,omitempty"`
+	Role             string     `json:"role,omitempty"`
+	Content          *string    `json:"content,omitempty"`
+	ToolCalls        []chatCall `json:"tool_calls,omitempty"`
+	ReasoningContent *string    `json:"reasoning_content,omitempty"`
 }
 
 // chatEmitter writes a response's stream as chat completion chunks: the
@@ -147,6 +151,12 @@ func (c *chatEmitter) emit(typ string, v any) error {
 		tc := chatCall{Index: &i, ID: ev.Item.CallID, Type: "function"}
 		tc.Function.Name = ev.Item.Name
 		return c.chunk(chunkDelta{ToolCalls: []chatCall{tc}}, nil, nil)
+	case "response.reasoning_summary_text.delta":
+		ev := v.(summaryTextEvent)
+		if ev.Delta == nil || *ev.Delta == "" {
+			return nil
+		}
+		return c.chunk(chunkDelta{ReasoningContent: ev.Delta}, nil, nil)
 	case "response.function_call_arguments.delta":
 		ev := v.(argsEvent)
 		i, ok := c.calls[ev.ItemID]

@@ -72,7 +72,8 @@ func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) 
 			return
 		}
 	}
-	ho, err := h.handOver(ctx, sid, t.outputs, "input", t.req.Stream)
+	// A background continuation's stream is recorded from the handover.
+	ho, err := h.handOver(ctx, sid, t.outputs, "input", t.req.Stream || t.req.Background)
 	if err != nil {
 		h.WriteError(w, r, err)
 		return
@@ -82,6 +83,10 @@ func (h *Handler) continueTurn(w http.ResponseWriter, r *http.Request, t *turn) 
 		for _, o := range t.outputs {
 			h.keys.put(handedKey(o.callID), keyEntry{session: sid})
 		}
+	}
+	if t.req.Background {
+		h.createBackground(w, r, streamSpec{in: ho.in, after: ho.after, skip: ho.skip, existed: ho.existed}, ho.sub, t.req.Stream)
+		return
 	}
 	if ho.sub != nil {
 		defer ho.sub.Close()

@@ -73,6 +73,8 @@ type Handler struct {
 	// started a new session (one naming its session finds its key in the
 	// session's messages).
 	keys keyIndex
+	// recs are the background responses' streams (background.go).
+	recs recordings
 }
 
 // New returns the OpenAI door.

@@ -443,7 +443,13 @@ func TestBadInput(t *testing.T) {
 		{"unknown conversation", map[string]any{"input": "hi", "conversation": map[string]any{"id": "ses_ffffffffffffffffffffffffff"}}, 404, "conversation"},
 		{"both", map[string]any{"input": "hi", "conversation": "ses_1", "previous_response_id": "msg_1"}, 400, "conversation"},
 		{"hosted tool", map[string]any{"input": "hi", "tools": []any{map[string]any{"type": "web_search"}}}, 400, "tools[0].type"},
-		{"background", map[string]any{"input": "hi", "background": true}, 400, "background"},
+		{"background not stored", map[string]any{"input": "hi", "background": true, "store": false}, 400, "store"},
+		{"background steer", map[string]any{"input": "hi", "background": true, "delivery": "steer", "previous_response_id": "msg_x"}, 400, "background"},
+		{"reasoning effort", map[string]any{"input": "hi", "reasoning": map[string]any{"effort": "extreme"}}, 400, "reasoning.effort"},
+		{"reasoning type", map[string]any{"input": "hi", "reasoning": "high"}, 400, "reasoning"},
+		{"background hosted tool", map[string]any{"input": "hi", "background": true, "tools": []any{map[string]any{"type": "web_search"}}}, 400, "tools[0].type"},
+		{"background outputs of nothing", map[string]any{"background": true, "conversation": "ses_ffffffffffffffffffffffffff",
+			"input": []any{map[string]any{"type": "function_call_output", "call_id": "c", "output": "x"}}}, 404, "conversation"},
 		{"metadata too long", map[string]any{"input": "hi", "metadata": map[string]string{"k": strings.Repeat("v", 513)}}, 400, "metadata"},
 	}
 	for _, c := range cases {

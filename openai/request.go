@@ -30,6 +30,8 @@ type createRequest struct {
 	// input into the running turn of previous_response_id; "queue" (or
 	// none) runs it as the session's next turn.
 	Delivery string `json:"delivery"`
+	// Reasoning is {effort, summary} (reasoning.go).
+	Reasoning json.RawMessage `json:"reasoning"`
 }
 
 // inputItem is one item of an input list: a message (type "message", or
@@ -70,6 +72,10 @@ type requestMeta struct {
 	// tools).
 	ToolChoice string   `json:"toolChoice,omitempty"`
 	Strict     []string `json:"strict,omitempty"`
+	// ReasoningSummary is the request's reasoning.summary, answered back;
+	// Background whether it was a background response (background.go).
+	ReasoningSummary string `json:"reasoningSummary,omitempty"`
+	Background       bool   `json:"background,omitempty"`
 }
 
 // metaOf reads a user message's request metadata (nil: none).
@@ -103,6 +109,8 @@ type turn struct {
 	// messageID is the response's msg_ ID when the request names it (the
 	// OpenCode-Message-ID header): sent again, it is the same response.
 	messageID string
+	// variant and summary are the request's reasoning (reasoning.go).
+	variant, summary string
 }
 
 // OpenAI's metadata limits: 16 pairs, keys up to 64 characters, values up
@@ -122,10 +130,13 @@ func (h *Handler) decodeRequest(body []byte) (*turn, error) {
 		return nil, invalid("", "", "The body is not a valid request: "+err.Error())
 	}
 	req := &t.req
-	if req.Background {
-		return nil, invalid("background", "unsupported_parameter", "background responses are not supported yet: a response streams or is answered when its turn ends")
+	if err := t.checkBackground(); err != nil {
+		return nil, err
 	}
 	if err := t.decodeTools(); err != nil {
+		return nil, err
+	}
+	if err := t.decodeReasoning(); err != nil {
 		return nil, err
 	}
 	if err := t.decodeInput(); err != nil {
@@ -329,7 +340,7 @@ func (h *Handler) parts(t *turn, key string) []opencode.Part {
 		parts[i] = opencode.Part{ID: h.o.IDs.NewPart(), Type: opencode.PartText, Text: s}
 	}
 	meta := requestMeta{Metadata: t.req.Metadata, PreviousResponseID: t.previous, IdempotencyKey: key,
-		ToolChoice: t.choice, Strict: t.strict}
+		ToolChoice: t.choice, Strict: t.strict, ReasoningSummary: t.summary, Background: t.req.Background}
 	if b, err := json.Marshal(partMeta{OpenAI: &meta}); err == nil {
 		parts[0].Metadata = b
 	}

@@ -26,16 +26,17 @@ type Response struct {
 	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
 	PreviousResponseID *string            `json:"previous_response_id"`
 	// Conversation is the session the response is a turn of, always.
-	Conversation *conversation `json:"conversation"`
-	Store        bool          `json:"store"`
-	Background   bool          `json:"background"`
-	Temperature  *float64      `json:"temperature"`
-	TopP         *float64      `json:"top_p"`
-	ToolChoice   string        `json:"tool_choice"`
-	Tools        []funcTool    `json:"tools"`
-	Text         textConfig    `json:"text"`
-	Truncation   string        `json:"truncation"`
-	Usage        *usage        `json:"usage"`
+	Conversation *conversation  `json:"conversation"`
+	Store        bool           `json:"store"`
+	Background   bool           `json:"background"`
+	Reasoning    *reasoningEcho `json:"reasoning"`
+	Temperature  *float64       `json:"temperature"`
+	TopP         *float64       `json:"top_p"`
+	ToolChoice   string         `json:"tool_choice"`
+	Tools        []funcTool     `json:"tools"`
+	Text         textConfig     `json:"text"`
+	Truncation   string         `json:"truncation"`
+	Usage        *usage         `json:"usage"`
 }
 
 type responseError struct {
@@ -79,8 +80,10 @@ type outputItem struct {
 	Role    string       `json:"role"`
 	Status  string       `json:"status"`
 	Content []outputText `json:"content"`
-	// call makes the item a function_call (see MarshalJSON).
-	call *functionCall
+	// call makes the item a function_call, reasoning a reasoning item
+	// (see MarshalJSON).
+	call      *functionCall
+	reasoning *reasoningItem
 }
 
 // outputText is an output_text content part.
@@ -123,7 +126,10 @@ func header(in *opencode.Input) *Response {
 	case in.Agent != "":
 		r.Model = in.Agent
 	}
-	if m := metaOf(in.Parts); m != nil {
+	meta := metaOf(in.Parts)
+	r.Reasoning = echoReasoning(in, meta)
+	if m := meta; m != nil {
+		r.Background = m.Background
 		for k, v := range m.Metadata {
 			r.Metadata[k] = v
 		}
@@ -276,5 +282,34 @@ func (h *Handler) find(ctx context.Context, id string) (*opencode.Input, error) 
 		}
 		return nil, err
 	}
-	return in, nil
+	return h.inherit(ctx, in), nil
+}
+
+// maxInherit bounds the steers followed back to the turn's tools.
+const maxInherit = 64
+
+// inherit gives a steer admitted by this door the client tools of the
+// response it was aimed at (followed back through steers): its response
+// carries the rest of that turn, whose model is offered them, so a call
+// of one is a function_call of the steer's response, as OpenAI's
+// successors inherit their predecessor's settings.
+func (h *Handler) inherit(ctx context.Context, in *opencode.Input) *opencode.Input {
+	cur := in
+	for n := 0; n < maxInherit && cur.Delivery == opencode.Steer && len(in.ClientTools) == 0; n++ {
+		m := metaOf(cur.Parts)
+		if m == nil || m.PreviousResponseID == "" {
+			break
+		}
+		prev, err := h.o.Core.FindInput(ctx, m.PreviousResponseID)
+		if err != nil || prev.SessionID != in.SessionID {
+			break
+		}
+		if len(prev.ClientTools) > 0 {
+			cp := *in
+			cp.ClientTools = prev.ClientTools
+			return &cp
+		}
+		cur = prev
+	}
+	return in
 }

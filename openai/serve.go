@@ -63,9 +63,16 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	stream := t.req.Stream
+	// A background response's stream is recorded from its admission.
+	t.req.Stream = stream || t.req.Background
 	in, existed, sub, err := h.admit(ctx, t, key)
 	if err != nil {
 		h.WriteError(w, r, err)
+		return
+	}
+	if t.req.Background {
+		h.createBackground(w, r, streamSpec{in: in, existed: existed}, sub, stream)
 		return
 	}
 	if sub != nil {
@@ -80,8 +87,18 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 }
 
 // Retrieve serves GET /v1/responses/{id}: the turn of any user message
-// (whichever door admitted it), read from its session.
+// (whichever door admitted it), read from its session; with stream=true
+// streamed again (background.go).
 func (h *Handler) Retrieve(w http.ResponseWriter, r *http.Request, id string) {
+	stream, after, err := retrieveParams(w, r)
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	if stream {
+		h.restream(w, r, id, after)
+		return
+	}
 	h.respond(w, r, id)
 }
 
@@ -327,7 +344,7 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 		sub = core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == sid && wanted(e) })
 	}
 	in, existed, err := core.Admit(ctx, &opencode.Input{ID: id, SessionID: sid, Delivery: opencode.Queue,
-		Parts: h.parts(t, key), Agent: t.agent, Model: t.model, System: t.system, Minted: minted, ClientTools: t.tools})
+		Parts: h.parts(t, key), Agent: t.agent, Model: t.model, Variant: t.variant, System: t.system, Minted: minted, ClientTools: t.tools})
 	if err != nil {
 		if sub != nil {
 			sub.Close()

@@ -192,6 +192,8 @@ func (t *turn) checkDelivery() error {
 		return invalid("model", "unsupported_parameter", "a steer joins the running turn under its model: model cannot be given with delivery steer")
 	case t.system != "":
 		return invalid("instructions", "unsupported_parameter", "a steer joins the running turn under its instructions: instructions and system messages cannot be given with delivery steer")
+	case t.variant != "":
+		return invalid("reasoning", "unsupported_parameter", "a steer joins the running turn under its model's variant: reasoning.effort cannot be given with delivery steer")
 	}
 	return nil
 }

@@ -118,6 +118,7 @@ func TestSteerHTTPBadInput(t *testing.T) {
 		{"steer with a conversation", map[string]any{"input": "x", "delivery": "steer", "conversation": done.Conversation.ID}, 400, "previous_response_id", "missing_required_parameter"},
 		{"steer with a model", map[string]any{"input": "x", "delivery": "steer", "previous_response_id": done.ID, "model": scriptedModel}, 400, "model", "unsupported_parameter"},
 		{"steer with instructions", map[string]any{"input": "x", "delivery": "steer", "previous_response_id": done.ID, "instructions": "be brief"}, 400, "instructions", "unsupported_parameter"},
+		{"steer with a reasoning effort", map[string]any{"input": "x", "delivery": "steer", "previous_response_id": done.ID, "reasoning": map[string]any{"effort": "high"}}, 400, "reasoning", "unsupported_parameter"},
 		{"steer with tools", map[string]any{"input": "x", "delivery": "steer", "previous_response_id": done.ID, "tools": []any{map[string]any{
 			"type": "function", "name": "get_weather", "parameters": map[string]any{"type": "object", "properties": map[string]any{}}}}}, 400, "tools", "unsupported_parameter"},
 		{"steer with a tool output", map[string]any{"delivery": "steer", "previous_response_id": done.ID, "input": []any{map[string]any{

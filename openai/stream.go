@@ -16,7 +16,7 @@ import (
 // (the v2 step, text and prompt events among them) and the live text
 // deltas.
 func wanted(e *opencode.Event) bool {
-	return e.Durable || e.Type == opencode.EvTextDelta || e.Type == opencode.EvToolInputDelta
+	return e.Durable || e.Type == opencode.EvTextDelta || e.Type == opencode.EvToolInputDelta || e.Type == opencode.EvReasoningDelta
 }
 
 // The streamed events, in OpenAI's shapes. None has a top-level "error"
@@ -102,14 +102,23 @@ type streamer struct {
 	byMsg map[string]*itemStream
 	texts map[string]*textStream
 	tc    toolStream
+	// reasons are the reasoning items by their event key, reasonsOf by
+	// step, reasonOrder in order; storedPart reads a step's part.
+	reasons     map[string]*reasonStream
+	reasonsOf   map[string][]*reasonStream
+	reasonOrder []*reasonStream
+	storedPart  func(msgID string, match func(opencode.Part) bool) *opencode.Part
+	// from is the first sequence number written: a re-stream's client
+	// has those before (starting_after).
+	from int64
 	// emit, if set, writes the events in another shape (chat
 	// completions' chunks) or elsewhere (the WebSocket) instead.
 	emit func(typ string, v any) error
 }
 
 func (s *streamer) write(typ string, v any) {
-	if s.err != nil {
-		return
+	if s.err != nil || s.seq-1 < s.from {
+		return // failed, or an event the client has (starting_after)
 	}
 	if s.emit != nil {
 		s.err = s.emit(typ, v)
@@ -160,6 +169,7 @@ func (s *streamer) startText(partID, msgID string, replay bool) *textStream {
 	if t := s.texts[partID]; t != nil {
 		return t
 	}
+	s.closeReasoning(msgID)
 	it := s.item(msgID)
 	t := &textStream{item: it, index: len(it.texts), catchUp: replay}
 	it.texts = append(it.texts, t)
@@ -267,7 +277,9 @@ func (s *streamer) add(e *opencode.Event, replay bool) {
 	case opencode.EvStepFailed:
 		s.endItem(s.byMsg[data[opencode.StepFailed](e).AssistantMessageID])
 	default:
-		s.toolEvent(e, replay)
+		if !s.reasoningEvent(e, replay) {
+			s.toolEvent(e, replay)
+		}
 	}
 }
 
@@ -325,23 +337,25 @@ type streamSpec struct {
 	skip    map[string]bool
 	existed bool
 	emit    func(typ string, v any) error
+	// from: the events numbered before are not written (starting_after).
+	from int64
 }
 
 // streamAt streams a response (see streamSpec) as server-sent events.
 func (h *Handler) streamAt(w http.ResponseWriter, r *http.Request, sp streamSpec, sub *eventbus.Subscription) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	sseHeader(w)
 	s := h.newStreamer(r.Context(), sp.in, sp.skip)
 	s.w, s.rc = w, http.NewResponseController(w)
-	s.mine, s.emit = sp.after != "", sp.emit
+	s.mine, s.emit, s.from = sp.after != "", sp.emit, sp.from
 	h.follow(r.Context(), s, sp, sub)
 }
 
 func (h *Handler) newStreamer(ctx context.Context, in *opencode.Input, skip map[string]bool) *streamer {
 	return &streamer{id: in.ID, byMsg: map[string]*itemStream{}, texts: map[string]*textStream{},
-		tc: h.newToolStream(ctx, in, skip)}
+		tc: h.newToolStream(ctx, in, skip),
+		storedPart: func(msgID string, match func(opencode.Part) bool) *opencode.Part {
+			return h.storedPart(ctx, in.SessionID, msgID, match)
+		}}
 }
 
 // follow streams one response on s until its terminal event: created and
@@ -438,6 +452,7 @@ loop:
 			h.o.Logger.Warn("openai: the session's log could not be read", "session", in.SessionID, "err", err)
 		}
 	}
+	s.endReasonings()
 	for _, it := range s.items {
 		s.endItem(it)
 	}

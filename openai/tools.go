@@ -135,6 +135,9 @@ func (it outputItem) MarshalJSON() ([]byte, error) {
 	if it.call != nil {
 		return json.Marshal(it.call)
 	}
+	if it.reasoning != nil {
+		return json.Marshal(it.reasoning)
+	}
 	type message outputItem // without this method
 	return json.Marshal(message(it))
 }
@@ -186,6 +189,12 @@ func stepItems(m opencode.MessageWithParts, names map[string]bool) []outputItem 
 				out = append(out, it)
 			}
 			out[msg].Content = append(out[msg].Content, newOutputText(p.Text))
+		case isReasoning(p):
+			st := statusCompleted
+			if p.Time == nil || p.Time.End == nil {
+				st = statusInProgress
+			}
+			out = append(out, reasonItem(p.ID, p.Text, st))
 		case isClientCall(p, names):
 			st := statusCompleted
 			if p.State == nil || p.State.Status == "pending" {
@@ -362,6 +371,7 @@ func (h *Handler) locate(ctx context.Context, id string) (in *opencode.Input, af
 			}
 			return nil, "", err
 		}
+		cand = h.inherit(ctx, cand)
 		for _, ct := range cand.ClientTools {
 			if called[ct.Name] {
 				return cand, id, nil

@@ -119,6 +119,7 @@ func (s *streamer) startCall(msgID, callID, name string, replay bool) *callStrea
 	if c := s.tc.calls[callID]; c != nil {
 		return c
 	}
+	s.closeReasoning(msgID)
 	// Items go one after the other, as OpenAI's do: the step's message
 	// item ends first if its text has.
 	if it := s.byMsg[msgID]; it != nil && !it.done && !slices.ContainsFunc(it.texts, func(t *textStream) bool { return !t.done }) {

@@ -70,6 +70,12 @@ type socket struct {
 type chain struct {
 	done chan struct{}
 	lane string
+	// handed (under socket.mu) are the client calls the chain's last
+	// response ended with, while its turn waits for their outputs (nil:
+	// none); steers are the steers accepted into the chain's responses
+	// and not answered pending yet.
+	handed []requiredInput
+	steers []*opencode.Input
 }
 
 // Connect serves GET /v1/responses upgraded to a WebSocket (routes checks
@@ -240,7 +246,7 @@ func (c *socket) handle(typ websocket.MessageType, data []byte) {
 	case *env.Type == "response.steer":
 		c.steer(data)
 	case *env.Type == "response.inject":
-		c.fail(lane, invalid("type", "unsupported_value", "response.inject (client tool outputs for a waiting response) is not supported: this door runs no client tools yet"))
+		c.fail(lane, invalid("type", "unsupported_value", "response.inject is not supported: send function_call_output items in a response.create with previous_response_id"))
 	default:
 		c.fail(lane, invalid("type", "invalid_value", fmt.Sprintf("unknown event type %q: send response.create or response.steer", clip(*env.Type))))
 	}
@@ -268,8 +274,9 @@ func (c *socket) create(data []byte, lane string) {
 	case err != nil:
 	case t.req.Delivery == "steer":
 		err = invalid("delivery", "invalid_value", "over the WebSocket a steer is a response.steer event")
-	case len(t.outputs) > 0:
-		err = invalid("input", "unsupported_value", "function_call_output items are not taken over the WebSocket yet: send them with POST /v1/responses")
+	case t.req.Background:
+		// As OpenAI's: a socket's responses stream on it.
+		err = invalid("background", "unsupported_parameter", "background is not supported over the WebSocket: use POST /v1/responses")
 	}
 	if err != nil {
 		c.fail(lane, err)
@@ -286,6 +293,10 @@ func (c *socket) create(data []byte, lane string) {
 		c.fail(lane, &fieldError{&opencode.Error{Code: opencode.ETooMany, Message: fmt.Sprintf("this socket already streams %d responses: wait for one to end", maxSocketResponses)}, "", "too_many_responses"})
 		return
 	}
+	if len(t.outputs) > 0 {
+		c.continueCalls(t, lane)
+		return
+	}
 	in, existed, sub, err := c.h.admit(c.ctx, t, "")
 	if err != nil {
 		c.release()
@@ -299,7 +310,7 @@ func (c *socket) create(data []byte, lane string) {
 		defer c.wg.Done()
 		defer c.release()
 		defer sub.Close()
-		c.stream(ch, in, existed, sub)
+		c.stream(ch, streamSpec{in: in, existed: existed}, sub)
 	}()
 }
 
@@ -343,12 +354,18 @@ func (c *socket) chainOf(id string) *chain {
 }
 
 // stream streams a response and then each successor a steer starts, to
-// the end of the turn, then closes ch.done.
-func (c *socket) stream(ch *chain, in *opencode.Input, existed bool, sub *eventbus.Subscription) {
+// the end of the turn (or to client calls it waits on: the steers
+// accepted meanwhile are then answered pending), then closes ch.done.
+func (c *socket) stream(ch *chain, sp streamSpec, sub *eventbus.Subscription) {
 	defer close(ch.done)
-	s := c.streamer(in, ch.lane)
+	s := c.streamer(sp.in, sp.skip, ch.lane)
+	s.mine = sp.after != ""
 	for {
-		if !c.h.follow(c.ctx, s, streamSpec{in: in, existed: existed}, sub) || s.successor == "" {
+		ok := c.h.follow(c.ctx, s, sp, sub)
+		if ok && s.successor == "" && s.tc.cut != "" {
+			c.handedOver(ch, sp.in, s)
+		}
+		if !ok || s.successor == "" {
 			return
 		}
 		next, err := c.h.find(c.ctx, s.successor)
@@ -359,17 +376,17 @@ func (c *socket) stream(ch *chain, in *opencode.Input, existed bool, sub *eventb
 		if !c.claim(next.ID, ch) {
 			return
 		}
-		succ := c.streamer(next, ch.lane)
+		succ := c.streamer(next, nil, ch.lane)
 		// Its delivery was mapped by the response it ended.
 		succ.mine, succ.last = true, s.last
-		s, in, existed = succ, next, false
+		s, sp = succ, streamSpec{in: next}
 	}
 }
 
 // streamer is a response's streamer writing to the socket; before a
 // steered response's terminal event it waits for its steer's answer.
-func (c *socket) streamer(in *opencode.Input, lane string) *streamer {
-	s := c.h.newStreamer(c.ctx, in, nil)
+func (c *socket) streamer(in *opencode.Input, skip map[string]bool, lane string) *streamer {
+	s := c.h.newStreamer(c.ctx, in, skip)
 	s.emit = func(_ string, v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -486,6 +503,7 @@ func (c *socket) steer(data []byte) {
 		c.sendEvent(target.lane, func(seq int64) any {
 			return steerAccepted{Type: "response.steer.accepted", SequenceNumber: seq, Steer: steerInfo{ID: in.ID, PreviousResponseID: ev.PreviousResponseID}}
 		})
+		c.pendIfHanded(target, in, ev.PreviousResponseID)
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
@@ -527,5 +545,5 @@ func (c *socket) settleSteer(in *opencode.Input, target *chain, refuse func(stri
 	}
 	sub := c.h.o.Core.Subscribe(1<<14, func(e *opencode.Event) bool { return e.SessionID == in.SessionID && wanted(e) })
 	defer sub.Close()
-	c.stream(ch, now, true, sub)
+	c.stream(ch, streamSpec{in: now, existed: true}, sub)
 }
