@@ -117,7 +117,7 @@ func TestScaleOutOpenAI(t *testing.T) {
 
 	// The live re-stream and the cancel of a response are the owner's.
 	st, body, err = b.do("GET", "/v1/responses/"+fourth.ID+"?stream=true", nil)
-	if err != nil || st != 200 || !bytes.Contains(body, []byte(fourth.ID)) {
+	if err != nil || st != 200 || !bytes.Contains(body, []byte("event: response.completed")) || !bytes.Contains(body, []byte(fourth.ID)) {
 		t.Errorf("GET ?stream=true on B: %d %v %s", st, err, body)
 	}
 	st, body, err = b.do("POST", "/v1/responses/"+fourth.ID+"/cancel", nil)

@@ -180,7 +180,8 @@ func bodySession(r *http.Request) (string, bool) {
 // openaiSession is the session of an OpenAI door request that must be
 // served by the session's owner: a chat completion naming its session
 // (the OpenCode-Session header), a response's cancel or deletion, a
-// response streamed again live (its turn's end is the runner's answer).
+// response retrieved (it may be streamed again live: its turn's end is
+// the runner's answer).
 // A new response naming its session or previous response is read from
 // the body (bodySession). Other reads are served from the shared store.
 func (s *Server) openaiSession(r *http.Request) (string, bool) {
@@ -196,7 +197,9 @@ func (s *Server) openaiSession(r *http.Request) (string, bool) {
 	id, tail, _ := strings.Cut(rest, "/")
 	switch {
 	case r.Method == http.MethodPost && tail == "cancel", r.Method == http.MethodDelete && tail == "",
-		r.Method == http.MethodGet && tail == "" && r.URL.Query().Get("stream") == "true":
+		// A retrieve may be a live re-stream (?stream=true, or openai-go's
+		// GetStreaming, which says so in a body): the owner answers it.
+		r.Method == http.MethodGet && tail == "":
 		return id, strings.HasPrefix(id, "msg_")
 	}
 	return "", false
