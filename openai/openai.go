@@ -40,6 +40,7 @@ type Core interface {
 	HasModel(providerID, modelID string) bool
 	// Clustered and Owner: a WebSocket's requests for a session another
 	// instance runs are relayed there (ws_relay.go).
+	DeleteMessage(ctx context.Context, sessionID, messageID string) error
 	Clustered() bool
 	Owner(ctx context.Context, sessionID string) (string, error)
 	Agents() []agent.Agent

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -753,4 +754,54 @@ func TestMessageIDHeader(t *testing.T) {
 	checkRefused(t, code, raw, http.StatusConflict, "", "")
 	code, raw = do(t, http.MethodPost, srv.URL+"/v1/responses", body, map[string]string{openai.MessageIDHeader: "nope"})
 	checkRefused(t, code, raw, http.StatusBadRequest, "invalid_request_error", "")
+}
+
+// TestDeleteResponse: DELETE /v1/responses/{id} takes the response's
+// input and output out of its session (GET is then a 404, and the model
+// is no longer sent them); a running response is a 409, an unknown one a
+// 404.
+func TestDeleteResponse(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	first := create(t, srv.URL, map[string]any{"model": scriptedModel, "input": "forget this"}, nil)
+	second := create(t, srv.URL, map[string]any{"input": "keep this", "previous_response_id": first.ID}, nil)
+	code, raw := do(t, http.MethodDelete, srv.URL+"/v1/responses/"+first.ID, nil, nil)
+	var d struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Deleted bool   `json:"deleted"`
+	}
+	if code != 200 || json.Unmarshal(raw, &d) != nil || d.ID != first.ID || d.Object != "response" || !d.Deleted {
+		t.Fatalf("DELETE: %d %s", code, raw)
+	}
+	code, raw = do(t, http.MethodGet, srv.URL+"/v1/responses/"+first.ID, nil, nil)
+	checkRefused(t, code, raw, http.StatusNotFound, "", "")
+	if got := conversation(t, srv.URL, second.Conversation.ID); len(got) != 2 || !strings.Contains(got[0], "keep this") {
+		t.Errorf("the session holds %q; want the second response's two messages", got)
+	}
+	create(t, srv.URL, map[string]any{"input": "and now", "previous_response_id": second.ID}, nil)
+	calls := srv.Model.Calls()
+	if sent := fmt.Sprint(calls[len(calls)-1].Messages); strings.Contains(sent, "forget this") || !strings.Contains(sent, "keep this") {
+		t.Errorf("the model was sent %s", sent)
+	}
+	code, raw = do(t, http.MethodDelete, srv.URL+"/v1/responses/msg_nosuchresponse", nil, nil)
+	checkRefused(t, code, raw, http.StatusNotFound, "", "")
+
+	// Running (a background response of a slow model): a 409; queued
+	// behind it: revoked, never run.
+	slow := testserver.Start(t, testserver.Options{Scripted: scripted.Config{Chunks: 50, Delay: 50 * time.Millisecond}})
+	running := create(t, slow.URL, map[string]any{"model": scriptedModel, "input": "slowly", "background": true}, nil)
+	queued := create(t, slow.URL, map[string]any{"input": "never", "background": true, "conversation": running.Conversation.ID}, nil)
+	code, raw = do(t, http.MethodDelete, slow.URL+"/v1/responses/"+running.ID, nil, nil)
+	checkRefused(t, code, raw, http.StatusConflict, "", "")
+	if code, raw = do(t, http.MethodDelete, slow.URL+"/v1/responses/"+queued.ID, nil, nil); code != 200 {
+		t.Errorf("DELETE of a queued response: %d %s", code, raw)
+	}
+	if code, raw = do(t, http.MethodPost, slow.URL+"/v1/responses/"+running.ID+"/cancel", nil, nil); code != 200 {
+		t.Errorf("cancel: %d %s", code, raw)
+	}
+	for _, c := range slow.Model.Calls() {
+		if strings.Contains(fmt.Sprint(c.Messages), "never") {
+			t.Errorf("the deleted queued response reached the model")
+		}
+	}
 }

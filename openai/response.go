@@ -171,6 +171,10 @@ func (h *Handler) buildAt(ctx context.Context, in *opencode.Input, after string)
 	if err != nil {
 		return nil, err
 	}
+	if !shown {
+		// Delivered, its user message gone: the response was deleted.
+		return nil, notFound("", "", fmt.Sprintf("Response with id '%s' not found.", clip(in.ID)))
+	}
 	// The turn's steps: from its first assistant message (whose parent is
 	// the response's user message; one before it is an earlier turn's, the
 	// user message having been shown while that turn ran) to the one

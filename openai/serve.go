@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/opencode-server/opencode-server/eventbus"
@@ -84,6 +85,61 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		return // the client left; its turn goes on in the core
 	}
 	h.respond(w, r, in.ID)
+}
+
+// deleted is OpenAI's answer to a deletion.
+type deleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
+}
+
+// Delete serves DELETE /v1/responses/{id}: the response's user message
+// and its output messages leave the session (OpenCode's message
+// deletion: what the model is sent next no longer holds them). One still
+// queued is revoked from the inbox first; a running one is a 409 (cancel
+// it first); a continuation is deleted with its whole turn, by the
+// turn's first response.
+func (h *Handler) Delete(w http.ResponseWriter, r *http.Request, id string) {
+	ctx := r.Context()
+	in, after, err := h.locate(ctx, id)
+	if err == nil && after != "" {
+		err = invalid("", "", fmt.Sprintf("'%s' continues response '%s' after client calls: delete that response, the turn's first", clip(id), in.ID))
+	}
+	if err != nil {
+		h.WriteError(w, r, err)
+		return
+	}
+	core := h.o.Core
+	switch {
+	case in.State == opencode.InputPending:
+		if _, err := core.Revoke(ctx, in.SessionID, in.ID); err != nil {
+			h.WriteError(w, r, err)
+			return
+		}
+	case in.State == opencode.InputDelivered && in.Answer == "":
+		h.WriteError(w, r, &opencode.Error{Code: opencode.EConflict, Message: fmt.Sprintf("Response '%s' is running: cancel it first", clip(id))})
+		return
+	case in.State == opencode.InputDelivered:
+		resp, err := h.buildAt(ctx, in, "")
+		if err != nil {
+			h.WriteError(w, r, err)
+			return
+		}
+		ids := []string{in.ID}
+		for _, it := range resp.Output {
+			if it.Type == "message" && !slices.Contains(ids, it.ID) {
+				ids = append(ids, it.ID)
+			}
+		}
+		for _, mid := range ids {
+			if err := core.DeleteMessage(ctx, in.SessionID, mid); err != nil {
+				h.WriteError(w, r, err)
+				return
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, deleted{ID: id, Object: "response", Deleted: true})
 }
 
 // Retrieve serves GET /v1/responses/{id}: the turn of any user message

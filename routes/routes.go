@@ -108,6 +108,7 @@ type OpenAIHandler interface {
 	Create(w http.ResponseWriter, r *http.Request)
 	Retrieve(w http.ResponseWriter, r *http.Request, id string)
 	Cancel(w http.ResponseWriter, r *http.Request, id string)
+	Delete(w http.ResponseWriter, r *http.Request, id string)
 	InputItems(w http.ResponseWriter, r *http.Request, id string)
 	Models(w http.ResponseWriter, r *http.Request)
 	// Connect serves the Responses WebSocket (GET /v1/responses
@@ -152,6 +153,9 @@ func (s *Server) mountOpenAI(r chi.Router) {
 	}))
 	r.Get("/v1/responses/{responseID}", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
 		o.Retrieve(w, r, chi.URLParam(r, "responseID"))
+	}))
+	r.Delete("/v1/responses/{responseID}", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
+		o.Delete(w, r, chi.URLParam(r, "responseID"))
 	}))
 	r.Post("/v1/responses/{responseID}/cancel", serve(func(o OpenAIHandler, w http.ResponseWriter, r *http.Request) {
 		o.Cancel(w, r, chi.URLParam(r, "responseID"))
