@@ -12,7 +12,9 @@
 # VmRSS (the server alone, not its agents) and its live agent children.
 # Prints each round's figures and the medians over the rounds.
 # Environment: ROUNDS (3), N (100), EXT_SESSIONS (20), PORT (14391), CHUNKS (5), BENCH_WORKDIR (default mktemp),
-#   SERVER_STORE (sqlite; memory shows what the store costs).
+#   SERVER_STORE (sqlite; memory shows what the store costs), AGENT_KIND (ours; opencode: the real `opencode acp`
+#   at OPENCODE_BIN on ocbench's chat-completions stub model, zero delay, CHUNKS chunks, each side in a home of
+#   its own).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=${BENCH_WORKDIR:-$(mktemp -d /tmp/ocbench-ext.XXXXXX)}
@@ -30,16 +32,36 @@ AGENT=("$W/opencode-server" acp --store memory --scripted-chunks "$CHUNKS" --log
 export XDG_CONFIG_HOME="$W/xdg"
 mkdir -p "$XDG_CONFIG_HOME"
 args_json=$(printf '"%s",' "${AGENT[@]:1}"); args_json="[${args_json%,}]"
+env_json='{}'
+BARE_ENV=()
+if [ "${AGENT_KIND:-ours}" = opencode ]; then
+  : "${OPENCODE_BIN:?AGENT_KIND=opencode needs OPENCODE_BIN}"
+  STUB_PORT=$((PORT + 1))
+  "$W/ocbench" -stub-only -stub-addr "127.0.0.1:$STUB_PORT" -chunks "$CHUNKS" >"$W/stub.log" 2>&1 &
+  STUB=$!
+  trap 'kill $STUB 2>/dev/null; cleanup' EXIT INT TERM
+  cfg='{"model":"stub/stub-model","small_model":"stub/stub-model","provider":{"stub":{"npm":"@ai-sdk/openai-compatible","name":"Stub","options":{"baseURL":"http://127.0.0.1:'$STUB_PORT'/v1","apiKey":"k"},"models":{"stub-model":{"name":"Stub Model","tool_call":true,"limit":{"context":128000,"output":4096}}}}}}'
+  # homeEnv HOME: the agent's environment in a home of its own.
+  homeEnv() { echo HOME="$1" XDG_CONFIG_HOME="$1/.config" XDG_DATA_HOME="$1/.local/share" XDG_STATE_HOME="$1/.local/state" \
+    XDG_CACHE_HOME="$1/.cache" OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_SHARE=1 \
+    OPENCODE_DISABLE_LSP_DOWNLOAD=1; }
+  AGENT=("$OPENCODE_BIN" acp)
+  args_json='["acp"]'
+  env_json=$(python3 -c 'import json,sys; d=dict(a.split("=",1) for a in sys.argv[2:]); d["OPENCODE_CONFIG_CONTENT"]=sys.argv[1]; print(json.dumps(d))' \
+    "$cfg" $(homeEnv "$W/home-bridged"))
+  read -r -a BARE_ENV <<<"$(homeEnv "$W/home-bare")"
+  BARE_ENV+=("OPENCODE_CONFIG_CONTENT=$cfg")
+fi
 echo "# $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$ROUNDS"); do
   rm -rf "$W/proj" "$W/data"; mkdir -p "$W/proj" "$W/data"
-  printf '{"agent":{"ext":{"description":"opencode-server acp, scripted model","acp":{"command":"%s","args":%s}}}}\n' \
-    "${AGENT[0]}" "$args_json" >"$W/proj/opencode.json"
+  printf '{"agent":{"ext":{"description":"the measured ACP agent","acp":{"command":"%s","args":%s,"env":%s}}}}\n' \
+    "${AGENT[0]}" "$args_json" "$env_json" >"$W/proj/opencode.json"
   (cd "$W/proj" && exec "$W/opencode-server" --hostname 127.0.0.1 --port "$PORT" --store "$SERVER_STORE" \
     --data "$W/data" --directory "$W/proj" --log-level warn) >"$W/server-$r.log" 2>&1 &
   SRV=$!
   for _ in $(seq 1 100); do grep -q "listening on" "$W/server-$r.log" && break; sleep 0.1; done
-  (cd "$W/proj" && "$W/ocbench" -url "http://127.0.0.1:$PORT" -pid "$SRV" -agent ext -scenarios ext -warmup 0 \
+  (cd "$W/proj" && env "${BARE_ENV[@]}" "$W/ocbench" -url "http://127.0.0.1:$PORT" -pid "$SRV" -agent ext -scenarios ext -warmup 0 \
     -n "$N" -ext-sessions "$EXT_SESSIONS" -acp-bare "${AGENT[*]}" -label ext) >"$W/ext-$r.txt"
   kill "$SRV"; wait "$SRV" 2>/dev/null || true; SRV=
   python3 - "$r" "$W/ext-$r.txt" <<'PY'
