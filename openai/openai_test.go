@@ -434,7 +434,8 @@ func TestBadInput(t *testing.T) {
 		{"input a number", map[string]any{"input": 3}, 400, "input"},
 		{"unknown item", map[string]any{"input": []any{map[string]any{"type": "item_reference", "id": "msg_1"}}}, 400, "input[0].type"},
 		{"unknown role", map[string]any{"input": []any{map[string]any{"role": "robot", "content": "hi"}}}, 400, "input[0].role"},
-		{"image part", map[string]any{"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "x"}}}}}, 400, "input[0].content[0].type"},
+		{"image part without a URL", map[string]any{"input": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_image", "image_url": "x"}}}}}, 400, "input[0].content[0].image_url"},
+		{"image part of a system message", map[string]any{"input": []any{map[string]any{"role": "system", "content": []any{map[string]any{"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}}}, map[string]any{"role": "user", "content": "hi"}}}, 400, "input[0].content[0].type"},
 		{"only system", map[string]any{"input": []any{map[string]any{"role": "system", "content": "be"}}}, 400, "input"},
 		{"unknown model", map[string]any{"model": "nope/none", "input": "hi"}, 404, "model"},
 		{"unknown agent", map[string]any{"model": "nobody", "input": "hi"}, 404, "model"},
@@ -802,6 +803,68 @@ func TestDeleteResponse(t *testing.T) {
 	for _, c := range slow.Model.Calls() {
 		if strings.Contains(fmt.Sprint(c.Messages), "never") {
 			t.Errorf("the deleted queued response reached the model")
+		}
+	}
+}
+
+// TestInputImageAndFile: input_image and input_file parts of a user
+// message are the user message's file parts (after its text) and reach
+// the model as the TUI's attachments do; the forms OpenAI's Files API
+// needs (file_id) and malformed URLs are 400s admitting nothing.
+func TestInputImageAndFile(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	png := "data:image/png;base64,iVBORw0KGgo="
+	notes := "aGVsbG8gbm90ZXM=" // "hello notes"
+	r := create(t, srv.URL, map[string]any{"model": scriptedModel, "input": []any{map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "input_text", "text": "look at these"},
+		map[string]any{"type": "input_image", "image_url": png, "detail": "auto"},
+		map[string]any{"type": "input_file", "file_data": notes, "filename": "notes.txt"},
+	}}}}, nil)
+	conv := messages(t, srv.URL, r.Conversation.ID)
+	var got []string
+	read := false // a text file is read for the model, as OpenCode reads an attached one
+	for _, p := range conv[0].Parts {
+		if p.Synthetic {
+			read = read || p.Text == "hello notes"
+			continue
+		}
+		got = append(got, string(p.Type)+" "+p.Mime+" "+p.Filename+" "+p.URL+p.Text)
+	}
+	if !read {
+		t.Errorf("the text file was not read for the model: %+v", conv[0].Parts)
+	}
+	want := []string{"text   look at these", "file image/png image " + png, "file text/plain notes.txt data:text/plain;base64," + notes}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the user message's parts are\n%q\nwant\n%q", got, want)
+	}
+	calls := srv.Model.Calls()
+	sent := calls[len(calls)-1].Messages
+	var media []string
+	for _, p := range sent[len(sent)-1].Parts {
+		if p.Type == "file" {
+			media = append(media, p.MediaType+" "+p.Data)
+		}
+	}
+	if len(media) == 0 && !strings.Contains(fmt.Sprint(sent[len(sent)-1]), "notes.txt") {
+		t.Errorf("the model was sent neither the files nor a word of them: %+v", sent[len(sent)-1])
+	}
+	for _, c := range []struct {
+		part  map[string]any
+		param string
+	}{
+		{map[string]any{"type": "input_image", "file_id": "file-abc"}, "input[0].content[1].file_id"},
+		{map[string]any{"type": "input_image", "image_url": "ftp://x/y.png"}, "input[0].content[1].image_url"},
+		{map[string]any{"type": "input_image", "image_url": "data:,"}, "input[0].content[1].image_url"},
+		{map[string]any{"type": "input_image", "image_url": "data:text/plain;base64,aGk="}, "input[0].content[1].image_url"},
+		{map[string]any{"type": "input_file"}, "input[0].content[1].file_data"},
+		{map[string]any{"type": "input_text", "text": ""}, "input[0].content[1].text"},
+	} {
+		before := len(srv.Model.Calls())
+		code, raw := do(t, http.MethodPost, srv.URL+"/v1/responses", map[string]any{"model": scriptedModel, "input": []any{
+			map[string]any{"role": "user", "content": []any{map[string]any{"type": "input_text", "text": "hi"}, c.part}}}}, nil)
+		checkRefused(t, code, raw, http.StatusBadRequest, "invalid_request_error", c.param)
+		if len(srv.Model.Calls()) != before {
+			t.Errorf("%v ran a turn", c.part)
 		}
 	}
 }

@@ -3,7 +3,10 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"mime"
+	"path"
 	"strings"
 	"unicode/utf8"
 
@@ -54,6 +57,15 @@ type inputItem struct {
 type contentPart struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
+	// input_image: image_url (a data: or http(s) URL); input_file:
+	// file_data (a data: URL, or base64 with filename) or file_url.
+	// file_id names OpenAI's Files API, which this server has not.
+	// (image_url is an object in chat completions' image parts.)
+	ImageURL json.RawMessage `json:"image_url"`
+	FileData string          `json:"file_data"`
+	FileURL  string          `json:"file_url"`
+	Filename string          `json:"filename"`
+	FileID   string          `json:"file_id"`
 }
 
 // partMeta is what a response's user message keeps of its request, in
@@ -106,6 +118,8 @@ type turn struct {
 	// earlier part is history.
 	conversation bool
 	history      []convItem
+	// files are the user message's images and files (after its texts).
+	files []opencode.Part
 	// messageID is the response's msg_ ID when the request names it (the
 	// OpenCode-Message-ID header): sent again, it is the same response.
 	messageID string
@@ -216,23 +230,29 @@ func (t *turn) decodeInput() error {
 		if typ != "message" {
 			return invalid(param+".type", "unsupported_value", fmt.Sprintf("input items of type %q are not supported: send message, function_call, function_call_output and reasoning items", clip(typ)))
 		}
+		if it.Role == "user" {
+			texts, files, err := userContent(it.Content, param+".content")
+			if err != nil {
+				return err
+			}
+			t.texts, t.files = append(t.texts, texts...), append(t.files, files...)
+			continue
+		}
 		texts, err := contentTexts(it.Content, param+".content")
 		if err != nil {
 			return err
 		}
 		switch it.Role {
-		case "user":
-			t.texts = append(t.texts, texts...)
 		case "system", "developer":
 			system = append(system, texts...)
 		default:
 			return invalid(param+".role", "invalid_value", fmt.Sprintf("role %q is not one of user, system, developer", clip(it.Role)))
 		}
 	}
-	if len(t.outputs) > 0 && len(t.texts) > 0 {
+	if len(t.outputs) > 0 && len(t.texts)+len(t.files) > 0 {
 		return invalid("input", "unsupported_value", "function_call_output items go alone: they answer the calls of a running turn; send the next user message in a request of its own")
 	}
-	if len(t.texts) == 0 && len(t.outputs) == 0 {
+	if len(t.texts)+len(t.files) == 0 && len(t.outputs) == 0 {
 		return invalid("input", "missing_required_parameter", "input has no user message with text")
 	}
 	t.system = strings.Join(system, "\n")
@@ -260,11 +280,113 @@ func contentTexts(raw json.RawMessage, param string) ([]string, error) {
 				return nil, invalid(fmt.Sprintf("%s[%d].text", param, j), "empty_string", "an input_text part must have text")
 			}
 			out = append(out, p.Text)
+		case "input_image", "input_file":
+			return nil, invalid(fmt.Sprintf("%s[%d].type", param, j), "unsupported_value", p.Type+" parts are taken in a user message only")
 		default:
 			return nil, invalid(fmt.Sprintf("%s[%d].type", param, j), "unsupported_value", fmt.Sprintf("content parts of type %q are not supported yet: send input_text", clip(p.Type)))
 		}
 	}
 	return out, nil
+}
+
+// userContent reads a user message's content: a string, or input_text,
+// input_image and input_file parts (the images and files as our file
+// parts, sent to the model as the TUI's attachments are).
+func userContent(raw json.RawMessage, param string) ([]string, []opencode.Part, error) {
+	var parts []contentPart
+	if json.Unmarshal(raw, &parts) != nil {
+		texts, err := contentTexts(raw, param)
+		return texts, nil, err
+	}
+	var texts []string
+	var files []opencode.Part
+	for j, p := range parts {
+		at := fmt.Sprintf("%s[%d]", param, j)
+		switch p.Type {
+		case "input_image", "input_file":
+			f, err := filePart(p, at)
+			if err != nil {
+				return nil, nil, err
+			}
+			files = append(files, f)
+		default:
+			one, err := contentTexts(json.RawMessage(mustJSON([]contentPart{p})), param)
+			if err != nil {
+				var fe *fieldError
+				if errors.As(err, &fe) {
+					// Checked alone, the part was [0]: name its place.
+					if rest, ok := strings.CutPrefix(fe.param, param+"[0]"); ok {
+						fe.param = at + rest
+					}
+				}
+				return nil, nil, err
+			}
+			texts = append(texts, one...)
+		}
+	}
+	if len(parts) == 0 {
+		return nil, nil, invalid(param, "invalid_type", "a message's content must be a string or a list of content parts")
+	}
+	return texts, files, nil
+}
+
+// filePart is an input_image or input_file part as our file part.
+func filePart(p contentPart, at string) (opencode.Part, error) {
+	if p.FileID != "" {
+		return opencode.Part{}, invalid(at+".file_id", "unsupported_value", "file_id names OpenAI's Files API, which this server has not: send the content as a data: URL")
+	}
+	var url string
+	_ = json.Unmarshal(p.ImageURL, &url)
+	name := p.Filename
+	if p.Type == "input_file" {
+		url = p.FileURL
+		if p.FileData != "" {
+			url = p.FileData
+			if !strings.HasPrefix(url, "data:") {
+				// Base64 content with its filename, as the SDKs send a file.
+				url = "data:" + mimeOf(name) + ";base64," + url
+			}
+		}
+	}
+	field := map[string]string{"input_image": ".image_url", "input_file": ".file_data"}[p.Type]
+	media := ""
+	switch {
+	case strings.HasPrefix(url, "data:"):
+		m, _, ok := strings.Cut(strings.TrimPrefix(url, "data:"), ",")
+		m, _, _ = strings.Cut(m, ";")
+		if !ok || m == "" {
+			return opencode.Part{}, invalid(at+field, "invalid_value", "a data: URL needs its media type and its data")
+		}
+		media = m
+	case strings.HasPrefix(url, "https://"), strings.HasPrefix(url, "http://"):
+		media = mimeOf(url)
+	default:
+		return opencode.Part{}, invalid(at+field, "invalid_value", p.Type+" needs a data: or http(s) URL")
+	}
+	if p.Type == "input_image" && !strings.HasPrefix(media, "image/") && media != "application/octet-stream" {
+		return opencode.Part{}, invalid(at+field, "invalid_value", "input_image's media type is "+clip(media)+", not an image")
+	}
+	if name == "" {
+		name = map[string]string{"input_image": "image", "input_file": "file"}[p.Type]
+	}
+	return opencode.Part{Type: opencode.PartFile, Mime: media, URL: url, Filename: name}, nil
+}
+
+// mimeOf is the media type of a file name or URL by its extension.
+func mimeOf(name string) string {
+	if i := strings.IndexAny(name, "?#"); i >= 0 {
+		name = name[:i]
+	}
+	if m := mime.TypeByExtension(path.Ext(name)); m != "" {
+		m, _, _ = strings.Cut(m, ";")
+		return m
+	}
+	return "application/octet-stream"
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func checkMetadata(md map[string]string) error {
@@ -335,9 +457,13 @@ func clip(s string) string {
 // parts are the admitted user message's parts, their IDs minted here;
 // the first carries the request's metadata.
 func (h *Handler) parts(t *turn, key string) []opencode.Part {
-	parts := make([]opencode.Part, len(t.texts))
+	parts := make([]opencode.Part, len(t.texts), len(t.texts)+len(t.files))
 	for i, s := range t.texts {
 		parts[i] = opencode.Part{ID: h.o.IDs.NewPart(), Type: opencode.PartText, Text: s}
+	}
+	for _, f := range t.files {
+		f.ID = h.o.IDs.NewPart()
+		parts = append(parts, f)
 	}
 	meta := requestMeta{Metadata: t.req.Metadata, PreviousResponseID: t.previous, IdempotencyKey: key,
 		ToolChoice: t.choice, Strict: t.strict, ReasoningSummary: t.summary, Background: t.req.Background}
