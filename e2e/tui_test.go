@@ -120,8 +120,20 @@ func (x *tmux) waitScreen(timeout time.Duration, want string) string {
 // typeLine types text, pauses, then presses Enter.
 func (x *tmux) typeLine(text string) {
 	x.t.Helper()
+	// The TUI must have taken the text before Enter (on a loaded machine
+	// an Enter ahead of it was lost): its start shows once more.
+	probe := strings.TrimPrefix(text, "!") // "!" turns on shell mode, not shown
+	if len(probe) > 20 {
+		probe = probe[:20]
+	}
+	before := strings.Count(x.screen(), probe)
 	x.must("send-keys", "-t", x.target, "-l", text)
-	time.Sleep(300 * time.Millisecond) // let the TUI take the text before Enter
+	checkFor(x.t, 15*time.Second, 50*time.Millisecond, func() error {
+		if strings.Count(x.screen(), probe) > before {
+			return nil
+		}
+		return fmt.Errorf("the TUI does not show the typed %q", probe)
+	})
 	x.must("send-keys", "-t", x.target, "Enter")
 }
 
