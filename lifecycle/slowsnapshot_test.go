@@ -192,7 +192,12 @@ func TestSnapshotForSlowDirectory(t *testing.T) {
 	on, release := filepath.Join(bin, "on"), filepath.Join(bin, "release")
 	// The slow directory's git hangs until the test releases it: the other
 	// directory's lookup must end while it still hangs (no timing).
-	script := "#!/bin/sh\nif [ \"$1\" = -C ] && [ \"$2\" = '" + slow + "' ]; then : > '" + on +
+	// (git is run in the directory, or told it with -C.)
+	slowReal, err := filepath.EvalSymlinks(slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/sh\nif { [ \"$1\" = -C ] && [ \"$2\" = '" + slow + "' ]; } || [ \"$(pwd -P)\" = '" + slowReal + "' ]; then : > '" + on +
 		"'; while [ ! -e '" + release + "' ]; do sleep 0.05; done; fi\nexec '" + real + "' \"$@\"\n"
 	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
