@@ -130,10 +130,19 @@ func (m *Manager) Wait(ctx context.Context, sessionID, messageID string) (openco
 	}
 	select {
 	case res := <-ch:
-		return opencode.Result{Message: res.msg, Pos: res.pos, Directory: dir}, res.err
+		return opencode.Result{Message: res.msg, Pos: res.pos, Seq: res.seq, Directory: dir}, res.err
 	case <-ctx.Done():
 		return opencode.Result{}, ctx.Err()
 	}
+}
+
+// LastSeq is the sequence of the session's last event, as its runner
+// holds it (no read): compared with a turn's Result.Seq, it says whether
+// anything was written to the session since that turn ended.
+func (m *Manager) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	var seq int64
+	err := m.do(ctx, sessionID, func(r *runner) { seq = r.lastSeq })
+	return seq, err
 }
 
 // Abort cancels the session's running turn and revokes its pending steers.

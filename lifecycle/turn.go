@@ -726,6 +726,9 @@ func (r *runner) endTurn() {
 			res = r.finishedResult(id, id)
 		}
 		res.pos = pos
+		if r.turn == nil {
+			res.seq = r.lastSeq
+		}
 		for _, id := range tu.delivered {
 			r.answer(id, res)
 		}

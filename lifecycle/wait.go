@@ -16,6 +16,9 @@ import (
 type waitResult struct {
 	msg opencode.MessageWithParts
 	pos int64
+	// seq is the session's last event sequence when the turn ended, if
+	// no next turn began in the same commit (0 otherwise).
+	seq int64
 	err error
 }
 

@@ -41,6 +41,7 @@ type Core interface {
 	// Clustered and Owner: a WebSocket's requests for a session another
 	// instance runs are relayed there (ws_relay.go).
 	DeleteMessage(ctx context.Context, sessionID, messageID string) error
+	LastSeq(ctx context.Context, sessionID string) (int64, error)
 	Clustered() bool
 	Owner(ctx context.Context, sessionID string) (string, error)
 	Agents() []agent.Agent
@@ -74,6 +75,9 @@ type Handler struct {
 	// started a new session (one naming its session finds its key in the
 	// session's messages).
 	keys keyIndex
+	// ends are the turns this process streamed to their end, by response
+	// ID (a first response's: its user message's).
+	ends bounded[turnEnd]
 	// recs are the background responses' streams (background.go).
 	recs recordings
 }
@@ -89,7 +93,7 @@ func New(o Options) *Handler {
 	if o.Done == nil {
 		o.Done = make(chan struct{})
 	}
-	return &Handler{o: o, keys: keyIndex{seen: map[string]keyEntry{}}}
+	return &Handler{o: o}
 }
 
 // maxKeys bounds the Idempotency-Keys remembered in memory, oldest
@@ -100,9 +104,7 @@ const maxKeys = 4096
 // and remembers where each was admitted.
 type keyIndex struct {
 	locks keylock.Locks
-	mu    sync.Mutex
-	seen  map[string]keyEntry
-	order []string
+	bounded[keyEntry]
 }
 
 // keyEntry is where a key's request was admitted.
@@ -110,22 +112,49 @@ type keyEntry struct{ session, message string }
 
 func (k *keyIndex) lock(key string) func() { return k.locks.Lock(key) }
 
-func (k *keyIndex) get(key string) (keyEntry, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	e, ok := k.seen[key]
-	return e, ok
+// bounded is a map of at most maxKeys entries, the oldest forgotten
+// first.
+type bounded[V any] struct {
+	mu    sync.Mutex
+	seen  map[string]V
+	order []string
 }
 
-func (k *keyIndex) put(key string, e keyEntry) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if _, ok := k.seen[key]; !ok {
-		k.order = append(k.order, key)
-		if len(k.order) > maxKeys {
-			delete(k.seen, k.order[0])
-			k.order = k.order[1:]
+func (b *bounded[V]) get(key string) (V, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.seen[key]
+	return v, ok
+}
+
+func (b *bounded[V]) put(key string, v V) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.seen == nil {
+		b.seen = map[string]V{}
+	}
+	if _, ok := b.seen[key]; !ok {
+		b.order = append(b.order, key)
+		if len(b.order) > maxKeys {
+			delete(b.seen, b.order[0])
+			b.order = b.order[1:]
 		}
 	}
-	k.seen[key] = e
+	b.seen[key] = v
+}
+
+func (b *bounded[V]) del(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.seen, key) // its place in order goes with the oldest
+}
+
+// turnEnd is how a response's turn ended, as its stream saw it: its
+// session, its answer, and the session's last event sequence then (the
+// core's Result.Seq). A next response after it whose session's sequence
+// is still that knows without a read that the turn is the session's
+// last (no fork).
+type turnEnd struct {
+	session, answer string
+	seq             int64
 }

@@ -868,3 +868,31 @@ func TestInputImageAndFile(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamedChainForks: a streamed response after one this process
+// streamed to its end continues the session without reading it while
+// nothing was written since; once another door wrote a turn after it,
+// a response after it forks (the model is not sent the other door's turn).
+func TestStreamedChainForks(t *testing.T) {
+	srv := testserver.Start(t, testserver.Options{})
+	one, _ := checkStream(t, stream(t, srv.URL, map[string]any{"model": scriptedModel, "input": "one"}, nil))
+	two, _ := checkStream(t, stream(t, srv.URL, map[string]any{"input": "two", "previous_response_id": one.ID}, nil))
+	sid := one.Conversation.ID
+	if two.Conversation.ID != sid {
+		t.Fatalf("the second response is in %s, the first in %s", two.Conversation.ID, sid)
+	}
+	code, raw := do(t, http.MethodPost, srv.URL+"/session/"+sid+"/message", map[string]any{
+		"parts": []any{map[string]any{"type": "text", "text": "from another door"}}}, nil)
+	if code != 200 {
+		t.Fatalf("POST /session/%s/message: %d %s", sid, code, raw)
+	}
+	three, _ := checkStream(t, stream(t, srv.URL, map[string]any{"input": "three", "previous_response_id": two.ID}, nil))
+	if three.Conversation.ID == sid {
+		t.Fatalf("a response after a turn that is no longer the session's last did not fork")
+	}
+	calls := srv.Model.Calls()
+	sent := fmt.Sprint(calls[len(calls)-1].Messages)
+	if strings.Contains(sent, "from another door") || !strings.Contains(sent, "two") || !strings.Contains(sent, "three") {
+		t.Errorf("the fork's model call was sent %s", sent)
+	}
+}

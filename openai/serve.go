@@ -139,6 +139,7 @@ func (h *Handler) Delete(w http.ResponseWriter, r *http.Request, id string) {
 			}
 		}
 	}
+	h.ends.del(id)
 	writeJSON(w, http.StatusOK, deleted{ID: id, Object: "response", Deleted: true})
 }
 
@@ -262,6 +263,8 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 	// turn. inferred: a conversation's session found by what it holds.
 	fork, inferred := "", false
 	switch {
+	case t.previous != "" && h.lastTurn(ctx, t.previous, &sid):
+		// The session's last turn, as this process saw it end: no read.
 	case t.previous != "":
 		prev, _, err := h.locate(ctx, t.previous)
 		if err != nil {
@@ -420,6 +423,23 @@ func (h *Handler) admit(ctx context.Context, t *turn, key string) (*opencode.Inp
 		h.keys.put(key, keyEntry{session: sid, message: id})
 	}
 	return in, existed, sub, nil
+}
+
+// lastTurn reports whether response id is a turn this process streamed
+// to its end and is still its session's last (nothing was written to the
+// session since: its runner's sequence is the one the turn ended at),
+// setting sid to its session. False says nothing: the caller reads.
+func (h *Handler) lastTurn(ctx context.Context, id string, sid *string) bool {
+	e, ok := h.ends.get(id)
+	if !ok {
+		return false
+	}
+	seq, err := h.o.Core.LastSeq(ctx, e.session)
+	if err != nil || seq != e.seq {
+		return false
+	}
+	*sid = e.session
+	return true
 }
 
 // forkPoint is where previous_response_id's session is forked: the

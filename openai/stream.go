@@ -463,6 +463,9 @@ loop:
 	if end != nil && end.err == nil && end.res.Message.Info.ID != "" {
 		last = &end.res.Message
 	}
+	if last != nil && after == "" && s.successor == "" && end.res.Seq > 0 {
+		h.ends.put(in.ID, turnEnd{session: in.SessionID, answer: last.Info.ID, seq: end.res.Seq})
+	}
 	if last != nil && !existed && !s.dropped && after == "" && s.successor == "" &&
 		len(s.steps) == 1 && s.steps[0] == last.Info.ID {
 		// A turn of one step that ended: the core answered its message as

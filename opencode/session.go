@@ -55,6 +55,10 @@ type Result struct {
 	// Pos is the bus position of the turn's last event; pass it to Flushed
 	// before answering so SSE clients have seen the whole turn.
 	Pos int64
+	// Seq is the session's last event sequence when the turn ended (its
+	// answer then the session's last message), 0 if the next turn began
+	// in the same commit.
+	Seq int64
 	// Directory is the session's, for Flushed to find its streams.
 	Directory string
 }

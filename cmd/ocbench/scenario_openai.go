@@ -86,7 +86,9 @@ func (b *bench) streamResponse(prev, text string) (result, string, error) {
 	t0 := time.Now()
 	req, _ := http.NewRequest("POST", b.base+"/v1/responses", bytes.NewReader(js))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := b.sc.Do(req)
+	// The keep-alive client, as prompt_async is sent with (b.sc keeps no
+	// idle connection: a new one per request would be measured too).
+	resp, err := b.hc.Do(req)
 	if err != nil {
 		return result{}, "", err
 	}
