@@ -162,28 +162,11 @@ func TestExternalRealAgentsDoors(t *testing.T) {
 
 			// An AG-UI run on the same session, on the ACP process's port.
 			aguiTag, aguiSteerTag := randomTag(), randomTag()
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			acmd := exec.CommandContext(ctx, aguiNodeBin, "client.mjs")
-			acmd.Dir = aguiProject
-			acmd.Env = append(os.Environ(), fmt.Sprintf("AGUI_URL=http://127.0.0.1:%d", r.Port), "AGUI_TAG="+aguiTag,
-				"AGUI_THREAD="+r.SessionID, "AGUI_AGENT="+a.name, "AGUI_PROMPT="+echoPrompt+" "+aguiTag, "AGUI_TIMEOUT_MS=120000",
+			report := runAGUIAgent(t, aguiNodeBin, aguiProject, r.Port, "AGUI_TAG="+aguiTag,
+				"AGUI_THREAD="+r.SessionID, "AGUI_AGENT="+a.name, "AGUI_PROMPT="+echoPrompt+" "+aguiTag,
 				"AGUI_SLOW="+waitPrompt, "AGUI_STREAMING=waiting", "AGUI_STEER="+echoPrompt+" "+aguiSteerTag)
-			acmd.WaitDelay = 5 * time.Second
-			var aguiErr syncBuffer
-			acmd.Stderr = &aguiErr
-			out, err := acmd.Output()
-			if err != nil {
-				t.Fatalf("node agui/client.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, aguiErr.String())
-			}
-			var line struct {
-				Report aguiReport `json:"report"`
-			}
-			if err := json.Unmarshal(bytes.TrimSpace(out), &line); err != nil {
-				t.Fatalf("agui/client.mjs report: %v\n%s", err, out)
-			}
-			checkAGUIAgentRun(t, line.Report, r.SessionID, calls, aguiTag, steerTag)
-			checkAGUIAgentSteer(t, line.Report, r.SessionID, calls, a, aguiSteerTag)
+			checkAGUIAgentRun(t, report, r.SessionID, calls, aguiTag, steerTag)
+			checkAGUIAgentSteer(t, report, r.SessionID, calls, a, aguiSteerTag)
 			closeACP()
 
 			// Our ACP process again on the same data: session/resume, and a
@@ -415,4 +398,29 @@ func checkAGUIAgentSteer(t *testing.T, r aguiReport, session string, calls *mode
 	if at < 0 || strings.Count(texts[at], waitPrompt) < 2 {
 		t.Errorf("%s's model call with the AG-UI steer (at %d of %d) does not follow the slow prompt's in its conversation", a.name, at, len(texts))
 	}
+}
+
+// runAGUIAgent runs e2e/agui/client.mjs (env: its AGUI_ variables) against
+// our server on port and returns its report.
+func runAGUIAgent(t *testing.T, nodeBin, project string, port int, env ...string) aguiReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	acmd := exec.CommandContext(ctx, nodeBin, "client.mjs")
+	acmd.Dir = project
+	acmd.Env = append(append(os.Environ(), fmt.Sprintf("AGUI_URL=http://127.0.0.1:%d", port), "AGUI_TIMEOUT_MS=120000"), env...)
+	acmd.WaitDelay = 5 * time.Second
+	var aguiErr syncBuffer
+	acmd.Stderr = &aguiErr
+	out, err := acmd.Output()
+	if err != nil {
+		t.Fatalf("node agui/client.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, aguiErr.String())
+	}
+	var line struct {
+		Report aguiReport `json:"report"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out), &line); err != nil {
+		t.Fatalf("agui/client.mjs report: %v\n%s", err, out)
+	}
+	return line.Report
 }

@@ -1,12 +1,7 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -61,28 +56,12 @@ func TestExternalOpencodeACPDoors(t *testing.T) {
 
 	// An AG-UI run on the same session, on the ACP process's port.
 	aguiTag := randomTag()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	acmd := exec.CommandContext(ctx, aguiNodeBin, "client.mjs")
-	acmd.Dir = aguiProject
-	acmd.Env = append(os.Environ(), fmt.Sprintf("AGUI_URL=http://127.0.0.1:%d", r.Port), "AGUI_TAG="+aguiTag,
-		"AGUI_THREAD="+r.SessionID, "AGUI_AGENT=oc", "AGUI_PROMPT="+echoPrompt+" "+aguiTag, "AGUI_TIMEOUT_MS=120000")
-	acmd.WaitDelay = 5 * time.Second
-	var aguiErr syncBuffer
-	acmd.Stderr = &aguiErr
-	out, err := acmd.Output()
-	if err != nil {
-		t.Fatalf("node agui/client.mjs: %v\nstdout:\n%s\nstderr:\n%s", err, out, aguiErr.String())
-	}
-	var line struct {
-		Report aguiReport `json:"report"`
-	}
-	if err := json.Unmarshal(bytes.TrimSpace(out), &line); err != nil {
-		t.Fatalf("agui/client.mjs report: %v\n%s", err, out)
-	}
+	report := runAGUIAgent(t, aguiNodeBin, aguiProject, r.Port, "AGUI_TAG="+aguiTag, "AGUI_THREAD="+r.SessionID,
+		"AGUI_AGENT=oc", "AGUI_PROMPT="+echoPrompt+" "+aguiTag)
+
 	// The held steer ran before the AG-UI run's turn (its model call has
 	// the steer), as a turn of its own after the prompt's.
-	checkAGUIAgentRun(t, line.Report, r.SessionID, calls, aguiTag, steerTag)
+	checkAGUIAgentRun(t, report, r.SessionID, calls, aguiTag, steerTag)
 	texts, _ := calls.since(0)
 	at := slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, steerTag) })
 	if at < 0 || !strings.Contains(texts[at], waitPrompt) || !strings.Contains(texts[at], "waiting waiting") {
