@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opencode-server/opencode-server/atomicfile"
 	"github.com/opencode-server/opencode-server/config"
-	"github.com/opencode-server/opencode-server/internal/atomicfile"
 )
 
 // DevProvider is a provider of the models.dev catalog (its api.json).

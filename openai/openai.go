@@ -18,7 +18,7 @@ import (
 	"github.com/opencode-server/opencode-server/catalog"
 	"github.com/opencode-server/opencode-server/eventbus"
 	"github.com/opencode-server/opencode-server/identifier"
-	"github.com/opencode-server/opencode-server/internal/keylock"
+	"github.com/opencode-server/opencode-server/keylock"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/opencode-server/opencode-server/atomicfile"
 	"github.com/opencode-server/opencode-server/command"
 	"github.com/opencode-server/opencode-server/config"
-	"github.com/opencode-server/opencode-server/internal/atomicfile"
 	"github.com/opencode-server/opencode-server/opencode"
 )
 

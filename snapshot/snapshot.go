@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opencode-server/opencode-server/internal/atomicfile"
+	"github.com/opencode-server/opencode-server/atomicfile"
 	"github.com/opencode-server/opencode-server/opencode"
 	"github.com/opencode-server/opencode-server/vcs"
 )

@@ -7,7 +7,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/opencode-server/opencode-server/internal/atomicfile"
+	"github.com/opencode-server/opencode-server/atomicfile"
 )
 
 // The registry on disk (OpenCode keeps its project table in its

@@ -376,9 +376,10 @@ func (a *stub) steer(params json.RawMessage) (any, error) {
 	return map[string]any{"outcome": s.Outcome}, nil
 }
 
-// waitSteer waits for a steer (its text, or "" for Later), ReleaseFile
-// or a cancel (false).
-func (a *stub) waitSteer(ctx context.Context) (string, bool) {
+// armSteer makes the stub take a steer into the Steered prompt about to
+// wait: before it says anything, so a steer sent once the client saw its
+// first words always finds it waiting.
+func (a *stub) armSteer() {
 	select {
 	case <-a.ended: // an earlier prompt's
 	default:
@@ -388,6 +389,11 @@ func (a *stub) waitSteer(ctx context.Context) (string, bool) {
 	default:
 	}
 	a.waiting.Store(true)
+}
+
+// waitSteer waits (armSteer first) for a steer (its text, or "" for
+// Later), ReleaseFile or a cancel (false).
+func (a *stub) waitSteer(ctx context.Context) (string, bool) {
 	defer a.waiting.Store(false)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -487,6 +493,7 @@ func (a *stub) run(ctx context.Context, script string) (any, error) {
 		a.say("agent_message_chunk", "about to crash", "")
 		os.Exit(3)
 	case Steered:
+		a.armSteer()
 		a.say("agent_message_chunk", "before.", "")
 		text, ok := a.waitSteer(ctx)
 		switch {

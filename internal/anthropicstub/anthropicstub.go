@@ -12,7 +12,7 @@ package anthropicstub
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 	"io"
 	"net/http"
 	"strconv"

@@ -2,7 +2,7 @@ package anthropicstub
 
 import (
 	"context"
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 	"net/http"
 	"strconv"
 	"time"

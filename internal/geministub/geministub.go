@@ -16,7 +16,7 @@ package geministub
 
 import (
 	"encoding/json"
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 	"io"
 	"net/http"
 	"strconv"

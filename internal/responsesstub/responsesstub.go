@@ -26,9 +26,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"github.com/opencode-server/opencode-server/internal/stubhttp"
 	"github.com/opencode-server/opencode-server/internal/stubmodel"
+	"github.com/opencode-server/opencode-server/jsonw"
 )
 
 // ModelID is the model the stub reports when the request names none.

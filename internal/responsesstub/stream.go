@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 )
 
 // flushAt is how much a zero-delay stream buffers before writing.

@@ -2,7 +2,7 @@ package stubmodel
 
 import (
 	"context"
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 	"net/http"
 	"strconv"
 	"sync"

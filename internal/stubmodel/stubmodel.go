@@ -18,8 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/opencode-server/opencode-server/internal/jsonw"
 	"github.com/opencode-server/opencode-server/internal/stubhttp"
+	"github.com/opencode-server/opencode-server/jsonw"
 )
 
 // ModelID is the model GET /v1/models lists unless WithModels says otherwise.

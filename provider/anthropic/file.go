@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 	"github.com/opencode-server/opencode-server/provider"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 )
 
 // Model knowledge: what each Claude model can do and which thinking OpenCode

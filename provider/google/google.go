@@ -28,7 +28,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 	"math/rand/v2"
 	"net/http"
 	"os"

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 	"io"
 	"strconv"
 	"strings"

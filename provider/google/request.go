@@ -3,7 +3,7 @@ package google
 import (
 	"encoding/base64"
 	"encoding/json"
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 	"net/url"
 	"regexp"
 	"strconv"

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opencode-server/opencode-server/internal/jsonw"
+	"github.com/opencode-server/opencode-server/jsonw"
 	"github.com/opencode-server/opencode-server/provider"
 	"github.com/opencode-server/opencode-server/provider/httpsse"
 )
