@@ -166,15 +166,23 @@ func TestACPV2(t *testing.T) {
 		return nil
 	})
 
+	checkACPV2End(t, finish, &rest, stderr.String, frames)
+}
+
+// checkACPV2End waits for client_v2.mjs to end once its stdin closed
+// (finish, which reads the rest of its stdout into *rest) and checks its
+// closing line: our ACP process exited 0 and the SDK logged no errors.
+func checkACPV2End(t *testing.T, finish func() error, rest *[]byte, stderr, frames func() string) {
+	t.Helper()
 	if err := finish(); err != nil {
-		t.Fatalf("node client_v2.mjs after stdin closed: %v\nstdout:\n%s\nstderr:\n%s\nframes:\n%s", err, rest, stderr.String(), frames())
+		t.Fatalf("node client_v2.mjs after stdin closed: %v\nstdout:\n%s\nstderr:\n%s\nframes:\n%s", err, *rest, stderr(), frames())
 	}
 	var end acpV2End
-	if err := json.Unmarshal(bytes.TrimSpace(rest), &end); err != nil {
-		t.Fatalf("client_v2.mjs printed no closing JSON line: %v\nstdout:\n%s", err, rest)
+	if err := json.Unmarshal(bytes.TrimSpace(*rest), &end); err != nil {
+		t.Fatalf("client_v2.mjs printed no closing JSON line: %v\nstdout:\n%s", err, *rest)
 	}
 	if !end.Exit.ok() {
-		t.Errorf("agent exit %+v, want 0 when its stdin closes", end.Exit)
+		t.Errorf("our ACP process exit %+v, want 0 when its stdin closes", end.Exit)
 	}
 	if len(end.SDKErrors) > 0 {
 		t.Errorf("the SDK logged errors: %v", end.SDKErrors)

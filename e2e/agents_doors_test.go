@@ -261,19 +261,7 @@ func acpAgentScript(t *testing.T, config, data, project string, env ...string) (
 		if waited {
 			return
 		}
-		if err := finish(); err != nil {
-			t.Fatalf("node client_v2.mjs after stdin closed: %v\nstdout:\n%s\nstderr:\n%s\nframes:\n%s", err, rest, stderr.String(), frames())
-		}
-		var end acpV2End
-		if err := json.Unmarshal(bytes.TrimSpace(rest), &end); err != nil {
-			t.Fatalf("client_v2.mjs printed no closing JSON line: %v\nstdout:\n%s", err, rest)
-		}
-		if !end.Exit.ok() {
-			t.Errorf("our ACP process exit %+v, want 0 when its stdin closes", end.Exit)
-		}
-		if len(end.SDKErrors) > 0 {
-			t.Errorf("the SDK logged errors: %v", end.SDKErrors)
-		}
+		checkACPV2End(t, finish, &rest, stderr.String, frames)
 		// The agent's process group ended with our ACP process.
 		raw, _ := os.ReadFile(trace)
 		m := regexp.MustCompile(`msg=\\"external agent started\\".* pid=(\d+)`).FindAllStringSubmatch(string(raw), -1)
