@@ -1,10 +1,8 @@
 package google
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"github.com/opencode-server/opencode-server/jsonw"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -129,7 +127,7 @@ func encodeParts(m *provider.Message) ([]byte, error) {
 					w.text(p.Text, true, sig)
 				}
 			case provider.PartFile:
-				if isHTTPURL(p.Data) {
+				if provider.IsHTTPURL(p.Data) {
 					return nil, unsupported("File data URLs in assistant messages are not supported")
 				}
 				mt, data := fileData(p)
@@ -172,43 +170,21 @@ func encodeParts(m *provider.Message) ([]byte, error) {
 	return w.b, nil
 }
 
-func isHTTPURL(s string) bool {
-	if len(s) < 8 {
-		return false
-	}
-	l := strings.ToLower(s[:8])
-	return strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://")
-}
-
 // fileData is a file's media type and base64 content as the AI SDK takes
 // them from a data: URL (the URL's media type wins over the part's);
 // anything else is taken as base64 already.
 func fileData(p *provider.Part) (mediaType, data string) {
-	mediaType, data = p.MediaType, p.Data
-	if !strings.HasPrefix(data, "data:") {
-		return mediaType, data
+	mt, data := provider.FileData(p.Data)
+	if mt == "" {
+		mt = p.MediaType
 	}
-	header, payload, ok := strings.Cut(data, ",")
-	if !ok {
-		return mediaType, ""
-	}
-	if mt, _, _ := strings.Cut(strings.TrimPrefix(header, "data:"), ";"); mt != "" {
-		mediaType = mt
-	}
-	if strings.HasSuffix(header, ";base64") {
-		return mediaType, payload
-	}
-	raw, err := url.PathUnescape(payload)
-	if err != nil {
-		raw = payload
-	}
-	return mediaType, base64.StdEncoding.EncodeToString([]byte(raw))
+	return mt, data
 }
 
 // appendUserFile is a user file part: inlineData with base64 content, or
 // fileData for a URL (image/* becomes image/jpeg).
 func appendUserFile(b []byte, p *provider.Part) []byte {
-	if isHTTPURL(p.Data) {
+	if provider.IsHTTPURL(p.Data) {
 		mt := p.MediaType
 		if mt == "image/*" {
 			mt = "image/jpeg"

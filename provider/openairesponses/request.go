@@ -1,9 +1,7 @@
 package openairesponses
 
 import (
-	"encoding/base64"
 	"encoding/json"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -369,7 +367,7 @@ func appendToolContent(b []byte, parts []provider.Part) []byte {
 			if len(b) > n {
 				b = append(b, ',')
 			}
-			url := "data:" + p.MediaType + ";base64," + dataContent(p.Data)
+			url := "data:" + p.MediaType + ";base64," + provider.Base64(p.Data)
 			if strings.HasPrefix(p.MediaType, "image/") {
 				b = append(b, `{"type":"input_image","image_url":`...)
 				b = jsonw.AppendString(b, url)
@@ -402,14 +400,6 @@ func appendSystem(b []byte, text string, developer bool) []byte {
 	return append(b, '}')
 }
 
-func isHTTPURL(s string) bool {
-	if len(s) < 8 {
-		return false
-	}
-	l := strings.ToLower(s[:8])
-	return strings.HasPrefix(l, "http://") || strings.HasPrefix(l, "https://")
-}
-
 // isFileID is the AI SDK's isFileId with the provider's fileIdPrefixes
 // (["file-"]): such data is an uploaded file's ID.
 func isFileID(data string) bool { return strings.HasPrefix(data, "file-") }
@@ -429,26 +419,6 @@ func supportedFile(p *provider.Part) bool {
 	return strings.HasPrefix(mt, "image/") || mt == "application/pdf"
 }
 
-// dataContent is a file's Data as base64 (a data: URL's payload; anything
-// else is taken as base64 already).
-func dataContent(data string) string {
-	if !strings.HasPrefix(data, "data:") {
-		return data
-	}
-	header, payload, ok := strings.Cut(data, ",")
-	if !ok {
-		return ""
-	}
-	if strings.HasSuffix(header, ";base64") {
-		return payload
-	}
-	raw, err := url.PathUnescape(payload)
-	if err != nil {
-		raw = payload
-	}
-	return base64.StdEncoding.EncodeToString([]byte(raw))
-}
-
 // appendFile appends a user file (supportedFile) as the AI SDK sends it:
 // an image as input_image with its URL or a data URL, a PDF as input_file
 // with its URL, or its data URL and file name (part-<index>.pdf when it
@@ -458,7 +428,7 @@ func appendFile(b []byte, p *provider.Part, index int) []byte {
 	if strings.HasPrefix(mt, "image/") {
 		b = append(b, `{"type":"input_image",`...)
 		switch {
-		case isHTTPURL(p.Data):
+		case provider.IsHTTPURL(p.Data):
 			b = append(b, `"image_url":`...)
 			b = jsonw.AppendString(b, p.Data)
 		case isFileID(p.Data):
@@ -466,13 +436,13 @@ func appendFile(b []byte, p *provider.Part, index int) []byte {
 			b = jsonw.AppendString(b, p.Data)
 		default:
 			b = append(b, `"image_url":`...)
-			b = jsonw.AppendString(b, "data:"+mt+";base64,"+dataContent(p.Data))
+			b = jsonw.AppendString(b, "data:"+mt+";base64,"+provider.Base64(p.Data))
 		}
 		return append(b, '}')
 	}
 	b = append(b, `{"type":"input_file",`...)
 	switch {
-	case isHTTPURL(p.Data):
+	case provider.IsHTTPURL(p.Data):
 		b = append(b, `"file_url":`...)
 		b = jsonw.AppendString(b, p.Data)
 	case isFileID(p.Data):
@@ -486,7 +456,7 @@ func appendFile(b []byte, p *provider.Part, index int) []byte {
 		b = append(b, `"filename":`...)
 		b = jsonw.AppendString(b, name)
 		b = append(b, `,"file_data":`...)
-		b = jsonw.AppendString(b, "data:"+mt+";base64,"+dataContent(p.Data))
+		b = jsonw.AppendString(b, "data:"+mt+";base64,"+provider.Base64(p.Data))
 	}
 	return append(b, '}')
 }
