@@ -3,7 +3,6 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"mime"
 	"path"
@@ -261,73 +260,54 @@ func (t *turn) decodeInput() error {
 
 // contentTexts reads a message's content: a string or input_text parts.
 func contentTexts(raw json.RawMessage, param string) ([]string, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		if s == "" {
-			return nil, invalid(param, "empty_string", "a message's content must not be empty")
-		}
-		return []string{s}, nil
-	}
-	var parts []contentPart
-	if err := json.Unmarshal(raw, &parts); err != nil || len(parts) == 0 {
-		return nil, invalid(param, "invalid_type", "a message's content must be a string or a list of input_text parts")
-	}
-	out := make([]string, 0, len(parts))
-	for j, p := range parts {
-		switch p.Type {
-		case "input_text", "text":
-			if p.Text == "" {
-				return nil, invalid(fmt.Sprintf("%s[%d].text", param, j), "empty_string", "an input_text part must have text")
-			}
-			out = append(out, p.Text)
-		case "input_image", "input_file":
-			return nil, invalid(fmt.Sprintf("%s[%d].type", param, j), "unsupported_value", p.Type+" parts are taken in a user message only")
-		default:
-			return nil, invalid(fmt.Sprintf("%s[%d].type", param, j), "unsupported_value", fmt.Sprintf("content parts of type %q are not supported yet: send input_text", clip(p.Type)))
-		}
-	}
-	return out, nil
+	texts, _, err := content(raw, param, false)
+	return texts, err
 }
 
 // userContent reads a user message's content: a string, or input_text,
 // input_image and input_file parts (the images and files as our file
 // parts, sent to the model as the TUI's attachments are).
 func userContent(raw json.RawMessage, param string) ([]string, []opencode.Part, error) {
-	var parts []contentPart
-	if json.Unmarshal(raw, &parts) != nil {
-		texts, err := contentTexts(raw, param)
-		return texts, nil, err
+	return content(raw, param, true)
+}
+
+// content reads a message's content: a string or input_text parts, and
+// with files input_image and input_file parts.
+func content(raw json.RawMessage, param string, files bool) ([]string, []opencode.Part, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s == "" {
+			return nil, nil, invalid(param, "empty_string", "a message's content must not be empty")
+		}
+		return []string{s}, nil, nil
 	}
-	var texts []string
-	var files []opencode.Part
+	var parts []contentPart
+	if err := json.Unmarshal(raw, &parts); err != nil || len(parts) == 0 {
+		return nil, nil, invalid(param, "invalid_type", "a message's content must be a string or a list of input_text parts")
+	}
+	texts := make([]string, 0, len(parts))
+	var out []opencode.Part
 	for j, p := range parts {
 		at := fmt.Sprintf("%s[%d]", param, j)
-		switch p.Type {
-		case "input_image", "input_file":
+		switch {
+		case p.Type == "input_text" || p.Type == "text":
+			if p.Text == "" {
+				return nil, nil, invalid(at+".text", "empty_string", "an input_text part must have text")
+			}
+			texts = append(texts, p.Text)
+		case (p.Type == "input_image" || p.Type == "input_file") && files:
 			f, err := filePart(p, at)
 			if err != nil {
 				return nil, nil, err
 			}
-			files = append(files, f)
+			out = append(out, f)
+		case p.Type == "input_image" || p.Type == "input_file":
+			return nil, nil, invalid(at+".type", "unsupported_value", p.Type+" parts are taken in a user message only")
 		default:
-			one, err := contentTexts(json.RawMessage(mustJSON([]contentPart{p})), param)
-			if err != nil {
-				var fe *fieldError
-				if errors.As(err, &fe) {
-					// Checked alone, the part was [0]: name its place.
-					if rest, ok := strings.CutPrefix(fe.param, param+"[0]"); ok {
-						fe.param = at + rest
-					}
-				}
-				return nil, nil, err
-			}
-			texts = append(texts, one...)
+			return nil, nil, invalid(at+".type", "unsupported_value", fmt.Sprintf("content parts of type %q are not supported yet: send input_text", clip(p.Type)))
 		}
 	}
-	if len(parts) == 0 {
-		return nil, nil, invalid(param, "invalid_type", "a message's content must be a string or a list of content parts")
-	}
-	return texts, files, nil
+	return texts, out, nil
 }
 
 // filePart is an input_image or input_file part as our file part.
@@ -382,11 +362,6 @@ func mimeOf(name string) string {
 		return m
 	}
 	return "application/octet-stream"
-}
-
-func mustJSON(v any) []byte {
-	b, _ := json.Marshal(v)
-	return b
 }
 
 func checkMetadata(md map[string]string) error {
