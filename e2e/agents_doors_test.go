@@ -172,32 +172,43 @@ func TestExternalRealAgentsDoors(t *testing.T) {
 			// Our ACP process again on the same data: session/resume, and a
 			// prompt the agent answers in its loaded session (its model
 			// call has the earlier turns once).
-			_, before := calls.since(0)
-			tag := randomTag()
-			first, closeACP = acpAgentScript(t, path, data, project, "ACP_RESUME="+r.SessionID, "ACP_PROMPT="+echoPrompt+" "+tag)
-			var again acpAgentReport
-			if err := json.Unmarshal(first, &again); err != nil {
-				t.Fatalf("client_v2.mjs printed no JSON report: %v\nstdout:\n%s", err, first)
-			}
-			if !strings.Contains(again.Prompt.AgentText, "echoed "+tag) {
-				t.Errorf("the resumed session's prompt read until idle %q, want %q", again.Prompt.AgentText, "echoed "+tag)
-			}
-			texts, _ := calls.since(before)
-			i := slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, tag) })
-			if i < 0 {
-				t.Fatalf("no model call of %s for the resumed session's prompt", a.name)
-			}
-			for _, s := range []string{echoPrompt + " " + steerTag, echoPrompt + " " + aguiTag, echoPrompt + " " + aguiSteerTag} {
-				if n := strings.Count(texts[i], s); n != 1 {
-					t.Errorf("%s's model call after our ACP process restarted carries %q %d times, want once:\n%s", a.name, s, n, texts[i])
-				}
-			}
-			if strings.Contains(texts[i], "<conversation-so-far>") {
-				t.Errorf("%s was sent our history block: it did not load its session:\n%s", a.name, texts[i])
-			}
-			closeACP()
+			resumed(t, path, data, project, r.SessionID, calls, a.name,
+				echoPrompt+" "+steerTag, echoPrompt+" "+aguiTag, echoPrompt+" "+aguiSteerTag)
 		})
 	}
+}
+
+// resumed runs client_v2.mjs again on the same data: it resumes session
+// (session/resume) and prompts it once; the agent answers in its loaded
+// session: its model call for the prompt carries each of once, exactly
+// once, and no history block of ours. It returns the client's report.
+func resumed(t *testing.T, path, data, project, session string, calls *modelCalls, agent string, once ...string) acpAgentReport {
+	t.Helper()
+	_, before := calls.since(0)
+	tag := randomTag()
+	first, closeACP := acpAgentScript(t, path, data, project, "ACP_RESUME="+session, "ACP_PROMPT="+echoPrompt+" "+tag)
+	defer closeACP()
+	var again acpAgentReport
+	if err := json.Unmarshal(first, &again); err != nil {
+		t.Fatalf("client_v2.mjs printed no JSON report: %v\nstdout:\n%s", err, first)
+	}
+	if !strings.Contains(again.Prompt.AgentText, "echoed "+tag) {
+		t.Errorf("the resumed session's prompt read until idle %q, want %q", again.Prompt.AgentText, "echoed "+tag)
+	}
+	texts, _ := calls.since(before)
+	i := slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, tag) })
+	if i < 0 {
+		t.Fatalf("no model call of %s for the resumed session's prompt", agent)
+	}
+	for _, s := range once {
+		if n := strings.Count(texts[i], s); n != 1 {
+			t.Errorf("%s's model call after our ACP process restarted carries %q %d times, want once:\n%s", agent, s, n, texts[i])
+		}
+	}
+	if strings.Contains(texts[i], "<conversation-so-far>") {
+		t.Errorf("%s was sent our history block: it did not load its session:\n%s", agent, texts[i])
+	}
+	return again
 }
 
 // acpAgentScript runs e2e/acp/client_v2.mjs (env: its ACP_ variables)

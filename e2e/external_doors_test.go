@@ -70,22 +70,9 @@ func TestExternalOpencodeACPDoors(t *testing.T) {
 	closeACP()
 
 	// Our ACP process again on the same data: session/resume, and a
-	// prompt the agent answers in its loaded session.
-	_, before := calls.since(0)
-	tag := randomTag()
-	first, closeACP = acpAgentScript(t, path, data, project, "ACP_RESUME="+r.SessionID, "ACP_PROMPT="+echoPrompt+" "+tag)
-	var again acpAgentReport
-	if err := json.Unmarshal(first, &again); err != nil {
-		t.Fatalf("client_v2.mjs printed no JSON report: %v\nstdout:\n%s", err, first)
-	}
-	if !strings.Contains(again.Prompt.AgentText, "echoed "+tag) {
-		t.Errorf("the resumed session's prompt read until idle %q, want %q", again.Prompt.AgentText, "echoed "+tag)
-	}
-	texts, _ = calls.since(before)
-	i := slices.IndexFunc(texts, func(s string) bool { return strings.Contains(s, tag) })
-	if i < 0 {
-		t.Fatalf("no model call for the resumed session's prompt")
-	}
+	// prompt the agent answers in its loaded session; the held steer was
+	// answered after it came.
+	again := resumed(t, path, data, project, r.SessionID, calls, "opencode acp", echoPrompt+" "+steerTag, echoPrompt+" "+aguiTag)
 	steered := false
 	for _, m := range again.HTTPV1 {
 		steered = steered || m.ID == inject && m.Role == "user"
@@ -99,10 +86,4 @@ func TestExternalOpencodeACPDoors(t *testing.T) {
 	if !steered {
 		t.Errorf("GET /session/%s/message has no steer %s: %+v", r.SessionID, inject, again.HTTPV1)
 	}
-	for _, s := range []string{echoPrompt + " " + steerTag, echoPrompt + " " + aguiTag} {
-		if n := strings.Count(texts[i], s); n != 1 {
-			t.Errorf("the model call after our ACP process restarted carries %q %d times, want once:\n%s", s, n, texts[i])
-		}
-	}
-	closeACP()
 }
