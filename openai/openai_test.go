@@ -845,8 +845,16 @@ func TestInputImageAndFile(t *testing.T) {
 			media = append(media, p.MediaType+" "+p.Data)
 		}
 	}
-	if len(media) == 0 && !strings.Contains(fmt.Sprint(sent[len(sent)-1]), "notes.txt") {
-		t.Errorf("the model was sent neither the files nor a word of them: %+v", sent[len(sent)-1])
+	// The scripted model takes no images: the core tells it so, as
+	// OpenCode does for a model without image input, and sends the text
+	// file as read.
+	var words []string
+	for _, p := range sent[len(sent)-1].Parts {
+		words = append(words, p.Text)
+	}
+	if said := strings.Join(words, "\n"); len(media) != 0 || !strings.Contains(said, `ERROR: Cannot read "image" (this model does not support image input)`) ||
+		!strings.Contains(said, "hello notes") {
+		t.Errorf("the model was sent files %q and %q; want the image refused in words and the text file read", media, said)
 	}
 	for _, c := range []struct {
 		part  map[string]any
