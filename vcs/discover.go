@@ -47,18 +47,17 @@ func Discover(ctx context.Context, dir string) (Repository, bool, error) {
 	if err != nil {
 		return Repository{}, false, err
 	}
-	gd, err := git(ctx, base, "rev-parse", "--git-dir")
+	// Both in one run (a bare repository answers them too; it refuses
+	// --show-toplevel, which is asked alone).
+	dirs, err := git(ctx, base, "rev-parse", "--git-dir", "--git-common-dir")
 	if err != nil {
 		return Repository{}, false, err
 	}
-	cd, err := git(ctx, base, "rev-parse", "--git-common-dir")
-	if err != nil {
-		return Repository{}, false, err
-	}
-	if !gd.ok() || !cd.ok() {
+	ds := strings.Split(strings.TrimRight(dirs.text(), "\r\n"), "\n") // paths as git prints them, spaces kept
+	if !dirs.ok() || len(ds) != 2 {
 		return Repository{}, false, nil
 	}
-	r := Repository{Worktree: base, GitDirectory: gitPath(base, gd.text()), CommonDirectory: gitPath(base, cd.text())}
+	r := Repository{Worktree: base, GitDirectory: gitPath(base, ds[0]), CommonDirectory: gitPath(base, ds[1])}
 	if top.ok() {
 		// A bare repository has no top level: git refuses the question.
 		r.Worktree = gitPath(base, top.text())
